@@ -1,0 +1,139 @@
+package redislock
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/redis/go-redis/v9"
+)
+
+// DefaultNodeTimeout is the default bound on one call to one node.
+const DefaultNodeTimeout = 200 * time.Millisecond
+
+// Options configures a Client. The zero value (or a nil *Options) gives the
+// documented defaults.
+type Options struct {
+	// Identity names this process in the values it stores, so observers can
+	// tell who holds a lock. 1 to MaxIdentityLen bytes of UTF-8 without
+	// control characters. Default: the POD_NAME environment variable, else
+	// the hostname.
+	Identity string
+
+	// NodeTimeout bounds each call to each node: a node that has not
+	// answered by then counts as failed for that call. It must be positive
+	// and, for every lock, shorter than the lock's ttl (Redlock advises a
+	// small fraction of it). Default: DefaultNodeTimeout (200ms).
+	NodeTimeout time.Duration
+
+	// Logger receives structured logs. Default: discard.
+	Logger logr.Logger
+
+	// Metrics receives measurements. Default: none.
+	Metrics Metrics
+
+	// Clock is the time source. Default: RealClock.
+	Clock Clock
+}
+
+// Client acquires locks on one Redis node, or with the Redlock algorithm on
+// an odd number N of independent nodes, where a lock is held once a
+// majority (N/2+1) of nodes grant it. N=1 is the single-instance lock; the
+// same code serves every N.
+//
+// A Client is safe for concurrent use. It does not own the node clients:
+// closing them is the caller's job, after the Client is no longer used.
+type Client struct {
+	nodes  []node
+	quorum int
+	opts   Options
+}
+
+// node is one independent Redis deployment.
+type node struct {
+	// name identifies the node in errors and logs.
+	name string
+	// client is the caller's client, used for pub/sub.
+	client redis.UniversalClient
+	// exec runs the scripts; it is client's autopipeliner where the client
+	// has one, so that concurrent calls share round trips.
+	exec redis.Scripter
+}
+
+// New returns a Client over nodes, each an independent Redis deployment
+// (a standalone server, a Sentinel-managed master or a Cluster). It checks
+// the options and returns an error wrapping ErrInvalidOptions that names the
+// broken rule: there must be an odd number of nodes, none nil; NodeTimeout
+// must not be negative; Identity must follow the rules above. New does no
+// I/O.
+func New(nodes []redis.UniversalClient, opts *Options) (*Client, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	switch n := len(nodes); {
+	case n == 0:
+		return nil, fmt.Errorf("%w: no nodes: need 1 (single instance) or an odd number for Redlock", ErrInvalidOptions)
+	case n%2 == 0:
+		return nil, fmt.Errorf("%w: %d nodes: Redlock needs an odd number, so that two majorities always overlap", ErrInvalidOptions, n)
+	}
+	if o.Identity == "" {
+		o.Identity = defaultIdentity()
+	}
+	if err := checkIdentity(o.Identity); err != nil {
+		return nil, fmt.Errorf("%w: Identity: %w", ErrInvalidOptions, err)
+	}
+	switch {
+	case o.NodeTimeout < 0:
+		return nil, fmt.Errorf("%w: NodeTimeout %v is negative", ErrInvalidOptions, o.NodeTimeout)
+	case o.NodeTimeout == 0:
+		o.NodeTimeout = DefaultNodeTimeout
+	}
+	if o.Metrics == nil {
+		o.Metrics = noMetrics{}
+	}
+	if o.Clock == nil {
+		o.Clock = RealClock{}
+	}
+	c := &Client{nodes: make([]node, len(nodes)), quorum: len(nodes)/2 + 1, opts: o}
+	for i, rc := range nodes {
+		if rc == nil {
+			return nil, fmt.Errorf("%w: node %d is nil", ErrInvalidOptions, i)
+		}
+		c.nodes[i] = node{name: nodeName(i, rc), client: rc, exec: pipelined(rc)}
+	}
+	return c, nil
+}
+
+// Identity returns the identity this Client stores in its locks.
+func (c *Client) Identity() string { return c.opts.Identity }
+
+// Quorum returns how many nodes must grant a lock: N/2+1.
+func (c *Client) Quorum() int { return c.quorum }
+
+// pipelined returns the autopipeliner of rc, or rc itself where it has none
+// (a Ring). Concurrent calls to one node then share a round trip.
+func pipelined(rc redis.UniversalClient) redis.Scripter {
+	if ap, err := rc.AutoPipeline(); err == nil {
+		return ap
+	}
+	return rc
+}
+
+func nodeName(i int, rc redis.UniversalClient) string {
+	if o, ok := rc.(interface{ Options() *redis.Options }); ok {
+		return fmt.Sprintf("node %d (%s)", i, o.Options().Addr)
+	}
+	return fmt.Sprintf("node %d", i)
+}
+
+func defaultIdentity() string {
+	if id := os.Getenv("POD_NAME"); id != "" {
+		return id
+	}
+	if h, err := os.Hostname(); err == nil {
+		return h
+	}
+	return "unknown"
+}

@@ -1,0 +1,211 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ElectorOptions configures an Elector.
+type ElectorOptions struct {
+	// Name is the lock to campaign for. Required.
+	Name string
+	// Timing sets the lock's ttl and how it is renewed; zero fields take
+	// Timing's defaults.
+	Timing
+	// OnStartedLeading runs in its own goroutine each time this candidate
+	// becomes leader. Its context is cancelled when leadership ends, no
+	// later than RenewDeadline after the last successful renewal. Required.
+	OnStartedLeading func(ctx context.Context, l *Lock)
+	// OnStoppedLeading runs each time leadership ends, after the lock is
+	// released. Optional.
+	OnStoppedLeading func()
+	// OnNewLeader runs when the observed leader changes, with its
+	// identity, this candidate's included. Optional.
+	OnNewLeader func(identity string)
+}
+
+// Elector campaigns for one lock and leads while it holds it, over and
+// over until its context ends. Waiting candidates do not poll: they sleep
+// until the holder's key would expire (plus a little jitter), and wake at
+// once when the holder releases (pub/sub), so a graceful handover takes
+// about one round trip and a crashed leader is replaced within its TTL.
+type Elector struct {
+	c *Client
+	o ElectorOptions
+
+	mu     sync.Mutex
+	lock   *Lock
+	held   context.Context
+	leader string
+}
+
+// NewElector checks o and returns an Elector; it does no I/O. Invalid
+// options give an error wrapping ErrInvalidOptions that names the rule.
+func (c *Client) NewElector(o ElectorOptions) (*Elector, error) {
+	if _, err := newLockKeys(o.Name); err != nil {
+		return nil, err
+	}
+	o.Timing = o.Timing.withDefaults()
+	if err := o.Timing.validate(); err != nil {
+		return nil, err
+	}
+	if err := c.checkTTL(o.TTL); err != nil {
+		return nil, err
+	}
+	if o.OnStartedLeading == nil {
+		return nil, fmt.Errorf("%w: OnStartedLeading is nil", ErrInvalidOptions)
+	}
+	return &Elector{c: c, o: o}, nil
+}
+
+// IsLeader reports whether this candidate leads now. It reads the clock,
+// so it turns false the instant the step-down deadline passes, even before
+// the leadership context is cancelled.
+func (e *Elector) IsLeader() bool {
+	l, _ := e.Leading()
+	return l != nil
+}
+
+// Leading returns the held lock and its leadership context while this
+// candidate leads, and nil otherwise.
+func (e *Elector) Leading() (*Lock, context.Context) {
+	e.mu.Lock()
+	l, held := e.lock, e.held
+	e.mu.Unlock()
+	if l == nil || held.Err() != nil || !l.Valid() || !e.c.opts.Clock.Now().Before(l.after(e.o.RenewDeadline)) {
+		return nil, nil
+	}
+	return l, held
+}
+
+// Leader returns the identity of the last leader observed, "" if none yet.
+func (e *Elector) Leader() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.leader
+}
+
+// Run campaigns until ctx ends, then releases the lock if it holds it and
+// returns nil. Redis faults do not end it: it logs them and retries every
+// RenewInterval.
+func (e *Elector) Run(ctx context.Context) error {
+	log := e.c.opts.Logger.WithValues("lock", e.o.Name, "identity", e.c.opts.Identity)
+	wake, unsubscribe := e.subscribe(ctx)
+	defer unsubscribe()
+	clock := e.c.opts.Clock
+	timer := clock.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-timer.C():
+		case <-wake:
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		l, h, err := e.c.obtain(ctx, e.o.Name, e.o.TTL)
+		wait := e.o.RenewInterval
+		switch {
+		case err == nil:
+			e.lead(ctx, l)
+			wait = 0
+		case errors.Is(err, ErrNotObtained):
+			e.observe(h.identity)
+			wait = min(h.free, e.o.TTL) + rand.N(e.o.TTL/200+2*time.Millisecond)
+		case ctx.Err() == nil:
+			log.Info("campaign attempt failed", "error", err.Error(), "retryIn", wait.String())
+		}
+		timer.Stop()
+		timer.Reset(wait)
+	}
+}
+
+// lead holds l until leadership ends, then releases it.
+func (e *Elector) lead(ctx context.Context, l *Lock) {
+	log := e.c.opts.Logger.WithValues("lock", e.o.Name, "identity", e.c.opts.Identity, "fence", l.Fence())
+	held, stop := l.watch(ctx, e.o.Timing)
+	e.mu.Lock()
+	e.lock, e.held = l, held
+	e.mu.Unlock()
+	log.Info("started leading")
+	e.observe(e.c.opts.Identity)
+	go e.o.OnStartedLeading(held, l)
+	<-held.Done()
+	err := stop()
+	e.mu.Lock()
+	e.lock, e.held = nil, nil
+	e.mu.Unlock()
+	if rerr := l.Release(context.WithoutCancel(ctx)); rerr != nil && !errors.Is(rerr, ErrNotHeld) {
+		log.Info("release failed; the key expires by itself", "error", rerr.Error())
+	}
+	log.Info("stopped leading", "reason", fmt.Sprint(err))
+	if e.o.OnStoppedLeading != nil {
+		e.o.OnStoppedLeading()
+	}
+}
+
+// observe records the leader seen and reports a change.
+func (e *Elector) observe(identity string) {
+	if identity == "" {
+		return
+	}
+	e.mu.Lock()
+	changed := identity != e.leader
+	e.leader = identity
+	e.mu.Unlock()
+	if !changed {
+		return
+	}
+	e.c.opts.Metrics.Transition(e.o.Name)
+	if e.o.OnNewLeader != nil {
+		e.o.OnNewLeader(identity)
+	}
+}
+
+// subscribe listens for "released" on every node and signals wake, which
+// holds at most one pending signal. It waits up to NodeTimeout for the
+// subscriptions to be confirmed, so that a release right after Run starts
+// is not missed; an unreachable node is retried by go-redis.
+func (e *Elector) subscribe(ctx context.Context) (<-chan struct{}, func()) {
+	wake := make(chan struct{}, 1)
+	ch := EventsChannel(e.o.Name)
+	subs := make([]*redis.PubSub, len(e.c.nodes))
+	var wg sync.WaitGroup
+	for i := range e.c.nodes {
+		sub := e.c.nodes[i].client.Subscribe(ctx, ch)
+		subs[i] = sub
+		confirm, cancel := context.WithTimeout(ctx, e.c.opts.NodeTimeout)
+		_, err := sub.Receive(confirm)
+		cancel()
+		if err != nil {
+			e.c.opts.Logger.V(1).Info("subscription not confirmed; handovers from this node wait for expiry until it is", "node", e.c.nodes[i].name, "error", err.Error())
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for msg := range sub.Channel() {
+				if msg.Payload != "released" {
+					continue
+				}
+				select {
+				case wake <- struct{}{}:
+				default:
+				}
+			}
+		}()
+	}
+	return wake, func() {
+		for _, s := range subs {
+			_ = s.Close()
+		}
+		wg.Wait()
+	}
+}

@@ -1,0 +1,367 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Lock is one acquisition of a named lock. Its holder may act on the
+// protected resource while Valid reports true, and must pass Fence along to
+// any downstream system that can reject stale writers.
+type Lock struct {
+	client *Client
+	keys   lockKeys
+	value  string
+	ttl    time.Duration
+	fence  int64
+
+	mu sync.Mutex
+	// renewed is when the last successful acquire or renew was sent; zero
+	// once the lock is released or known lost.
+	renewed time.Time
+}
+
+// Name returns the lock's name.
+func (l *Lock) Name() string { return l.keys.name }
+
+// Identity returns the holder identity stored with the lock.
+func (l *Lock) Identity() string { return l.client.opts.Identity }
+
+// TTL returns the ttl the lock is acquired and renewed with.
+func (l *Lock) TTL() time.Duration { return l.ttl }
+
+// Fence returns the lock's fencing token: greater than the token of every
+// earlier acquisition of the same name on the same nodes (S3), as long as the
+// nodes keep their data (see the package documentation on persistence).
+func (l *Lock) Fence() int64 { return l.fence }
+
+// Deadline returns the local instant, on the Client's monotonic clock, until
+// which the holder may believe it holds the lock: the start of the last
+// successful acquire or renew, plus the ttl, minus the drift allowance (1%
+// of the ttl plus 2ms). It is the zero time once the lock is released or
+// known lost.
+func (l *Lock) Deadline() time.Time {
+	return l.after(l.ttl - drift(l.ttl))
+}
+
+// after returns the instant d after the last successful acquire or renew
+// was sent, or the zero time once the lock is released or lost.
+func (l *Lock) after(d time.Duration) time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.renewed.IsZero() {
+		return time.Time{}
+	}
+	return l.renewed.Add(d)
+}
+
+// Valid reports whether the local deadline is still ahead. It reads the
+// clock on every call, so a process that wakes from a pause past the
+// deadline sees false at once, before any timer has fired.
+func (l *Lock) Valid() bool {
+	d := l.Deadline()
+	return !d.IsZero() && l.client.opts.Clock.Now().Before(d)
+}
+
+// Obtain tries once to acquire the lock called name for ttl: SET NX PX with
+// a fresh token on every node at once, each bounded by NodeTimeout. It
+// succeeds when a majority granted it and time is left of the ttl after the
+// elapsed time and the drift allowance; otherwise it releases what it took
+// and returns an error wrapping ErrNotObtained (held by another) or
+// ErrNoQuorum (too few nodes answered, or too slowly).
+func (c *Client) Obtain(ctx context.Context, name string, ttl time.Duration) (*Lock, error) {
+	l, _, err := c.obtain(ctx, name, ttl)
+	return l, err
+}
+
+// held describes the holder a failed acquisition found.
+type held struct {
+	// identity of the holder on a majority, "" if none agrees.
+	identity string
+	// free is how long until enough of the holder's keys expire for a
+	// majority to be free, if the holder does not renew.
+	free time.Duration
+}
+
+func (c *Client) obtain(ctx context.Context, name string, ttl time.Duration) (*Lock, held, error) {
+	keys, err := newLockKeys(name)
+	if err != nil {
+		return nil, held{}, err
+	}
+	if err := c.checkTTL(ttl); err != nil {
+		return nil, held{}, err
+	}
+	clock := c.opts.Clock
+	start := clock.Now()
+	l, h, err := c.acquire(ctx, keys, ttl, start)
+	c.opts.Metrics.Acquire(name, clock.Now().Sub(start), err)
+	return l, h, err
+}
+
+func (c *Client) checkTTL(ttl time.Duration) error {
+	if err := validTTL(ttl); err != nil {
+		return err
+	}
+	if c.opts.NodeTimeout >= ttl {
+		return fmt.Errorf("%w: NodeTimeout %v is not shorter than TTL %v", ErrInvalidOptions, c.opts.NodeTimeout, ttl)
+	}
+	return nil
+}
+
+func (c *Client) acquire(ctx context.Context, keys lockKeys, ttl time.Duration, start time.Time) (*Lock, held, error) {
+	value := newValue(c.opts.Identity)
+	ms := ttl.Milliseconds()
+	replies := c.each(ctx, nil, func(ctx context.Context, n *node) (any, error) {
+		return acquireScript.Run(ctx, n.exec, keys.both, value, ms).Result()
+	})
+	var (
+		fence   int64
+		took    []int
+		holders []heldReply
+	)
+	for i, r := range replies {
+		switch v := r.val.(type) {
+		case int64:
+			took = append(took, i)
+			fence = max(fence, v)
+		case []any:
+			h, err := parseHeld(v)
+			if err != nil {
+				replies[i].err = fmt.Errorf("%s: %w", c.nodes[i].name, err)
+				continue
+			}
+			holders = append(holders, h)
+		case nil:
+		default:
+			replies[i].err = fmt.Errorf("%s: %w: acquire replied %T", c.nodes[i].name, ErrMalformedValue, v)
+		}
+	}
+	l := &Lock{client: c, keys: keys, value: value, ttl: ttl, fence: fence}
+	if len(took) >= c.quorum {
+		err := c.commitFence(ctx, l, took, replies)
+		if err == nil {
+			if c.opts.Clock.Now().Before(start.Add(ttl - drift(ttl))) {
+				l.renewed = start
+				return l, held{}, nil
+			}
+			err = fmt.Errorf("%w: acquiring took longer than ttl %v less drift", ErrNoQuorum, ttl)
+		}
+		c.releaseQuietly(ctx, l, nil)
+		return nil, held{}, err
+	}
+	// Give back at once what we took, and what we may have taken on the
+	// nodes that did not answer.
+	if len(holders) < len(c.nodes) {
+		c.releaseQuietly(ctx, l, notHolding(len(c.nodes), replies))
+	}
+	if len(holders) > len(c.nodes)-c.quorum {
+		h, err := c.describeHolder(holders)
+		if err != nil {
+			return nil, h, fmt.Errorf("%w: %q is held by a value this package did not write: %w", ErrNotObtained, keys.name, err)
+		}
+		return nil, h, fmt.Errorf("%w: %q is held by %q", ErrNotObtained, keys.name, h.identity)
+	}
+	return nil, held{}, nodeErrors(ErrNoQuorum, replies)
+}
+
+// commitFence makes sure a majority of nodes know l's fencing token before
+// its holder may use it. On each node that granted the lock, acquire
+// incremented that node's counter; the token is the largest of them. Where
+// all granting nodes agree (always with one node, and whenever every
+// earlier acquisition reached every node) a majority already knows it.
+// Otherwise fence.lua raises the lower counters, and any later majority,
+// which must overlap this one, starts above the token (S3).
+func (c *Client) commitFence(ctx context.Context, l *Lock, took []int, replies []reply) error {
+	var behind []int
+	for _, i := range took {
+		if replies[i].val.(int64) < l.fence {
+			behind = append(behind, i)
+		}
+	}
+	if len(behind) == 0 {
+		return nil
+	}
+	raised := c.each(ctx, behind, func(ctx context.Context, n *node) (any, error) {
+		return fenceScript.Run(ctx, n.exec, l.keys.both, l.value, l.fence).Int64()
+	})
+	known := len(took) - len(behind)
+	for _, i := range behind {
+		if v, _ := raised[i].val.(int64); v == 1 {
+			known++
+		}
+	}
+	if known < c.quorum {
+		return fmt.Errorf("fencing token %d reached %d of %d nodes: %w", l.fence, known, c.quorum, nodeErrors(ErrNoQuorum, raised))
+	}
+	return nil
+}
+
+// heldReply is acquire.lua's answer from a node where the lock was taken.
+type heldReply struct {
+	pttl  time.Duration // negative when the key has no expiry
+	value string
+}
+
+func parseHeld(v []any) (heldReply, error) {
+	if len(v) != 3 {
+		return heldReply{}, fmt.Errorf("%w: acquire replied %d elements, want 3", ErrMalformedValue, len(v))
+	}
+	pttl, ok := v[1].(int64)
+	if !ok {
+		return heldReply{}, fmt.Errorf("%w: acquire replied PTTL %T", ErrMalformedValue, v[1])
+	}
+	value, _ := v[2].(string)
+	return heldReply{pttl: time.Duration(pttl) * time.Millisecond, value: value}, nil
+}
+
+// describeHolder tells who holds the lock on the nodes that refused it and
+// when a majority of them will be free. The holder is the value seen on
+// the most of them; an error wrapping ErrMalformedValue says it is not
+// ours to parse.
+func (c *Client) describeHolder(hs []heldReply) (held, error) {
+	// A majority is free once free nodes plus expired holders reach the
+	// quorum: wait for the need-th shortest PTTL.
+	need := c.quorum - (len(c.nodes) - len(hs))
+	pttls := make([]time.Duration, len(hs))
+	counts := map[string]int{}
+	top := ""
+	for i, h := range hs {
+		pttls[i] = h.pttl
+		if h.pttl < 0 { // no expiry: a key we did not write
+			pttls[i] = time.Duration(1<<63 - 1)
+		}
+		counts[h.value]++
+		if counts[h.value] > counts[top] {
+			top = h.value
+		}
+	}
+	slices.Sort(pttls)
+	h := held{free: pttls[need-1]}
+	v, err := ParseValue(top)
+	if err != nil {
+		return h, err
+	}
+	h.identity = v.Identity
+	return h, nil
+}
+
+// notHolding lists the nodes that did not report another holder.
+func notHolding(n int, replies []reply) []int {
+	var idx []int
+	for i := 0; i < n; i++ {
+		if _, refused := replies[i].val.([]any); !refused {
+			idx = append(idx, i)
+		}
+	}
+	return idx
+}
+
+// Refresh extends the lock to its ttl from now, by compare-and-pexpire on
+// every node. It never re-creates a key that is gone. On success the local
+// deadline moves forward. It returns an error wrapping ErrLockLost when the
+// local deadline has passed or more than N-quorum nodes no longer hold the
+// lock's token (the lock is then lost for good), and one wrapping
+// ErrNoQuorum when too few nodes answered (the deadline stays; try again).
+func (l *Lock) Refresh(ctx context.Context) error {
+	c := l.client
+	clock := c.opts.Clock
+	start := clock.Now()
+	err := l.refresh(ctx, start)
+	c.opts.Metrics.Renew(l.keys.name, clock.Now().Sub(start), err)
+	if errors.Is(err, ErrLockLost) {
+		c.opts.Metrics.Lost(l.keys.name)
+	}
+	return err
+}
+
+func (l *Lock) refresh(ctx context.Context, start time.Time) error {
+	if !l.Valid() {
+		l.invalidate()
+		return fmt.Errorf("%w: %q: its local deadline has passed", ErrLockLost, l.keys.name)
+	}
+	c := l.client
+	ms := l.ttl.Milliseconds()
+	replies := c.each(ctx, nil, func(ctx context.Context, n *node) (any, error) {
+		return renewScript.Run(ctx, n.exec, l.keys.both[:1], l.value, ms).Int64()
+	})
+	ok, gone := 0, 0
+	for _, r := range replies {
+		switch r.val {
+		case int64(1):
+			ok++
+		case int64(0):
+			gone++
+		}
+	}
+	switch {
+	case ok >= c.quorum:
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if !l.renewed.IsZero() {
+			l.renewed = start
+		}
+		return nil
+	case gone > len(c.nodes)-c.quorum:
+		l.invalidate()
+		return fmt.Errorf("%w: %q: %d of %d nodes no longer hold its token", ErrLockLost, l.keys.name, gone, len(c.nodes))
+	default:
+		return fmt.Errorf("renew %q: %w", l.keys.name, nodeErrors(ErrNoQuorum, replies))
+	}
+}
+
+func (l *Lock) invalidate() {
+	l.mu.Lock()
+	l.renewed = time.Time{}
+	l.mu.Unlock()
+}
+
+// Release gives the lock up by compare-and-delete on every node, and wakes
+// the candidates waiting for it. It never deletes a key that holds another
+// token. The lock is invalid afterwards, whatever the outcome. It returns
+// an error wrapping ErrNotHeld when no node still held the token, and one
+// wrapping ErrNoQuorum when some nodes could not be reached (their keys
+// expire by themselves within the ttl).
+func (l *Lock) Release(ctx context.Context) error {
+	l.invalidate()
+	return l.client.release(ctx, l, nil)
+}
+
+func (c *Client) release(ctx context.Context, l *Lock, only []int) error {
+	replies := c.each(ctx, only, func(ctx context.Context, n *node) (any, error) {
+		return releaseScript.Run(ctx, n.exec, l.keys.both[:1], l.value).Int64()
+	})
+	deleted, failed := 0, 0
+	for _, r := range replies {
+		if r.val == int64(1) {
+			deleted++
+		}
+		if r.err != nil {
+			failed++
+		}
+	}
+	switch {
+	case failed > 0:
+		return fmt.Errorf("release %q: %w", l.keys.name, nodeErrors(ErrNoQuorum, replies))
+	case deleted == 0:
+		return fmt.Errorf("%w: %q had expired", ErrNotHeld, l.keys.name)
+	}
+	return nil
+}
+
+// releaseQuietly gives back a failed acquisition's keys in the background,
+// so that the failure is reported without waiting on slow nodes, and even
+// when ctx is already cancelled. It logs what it could not reach; those keys
+// expire by themselves within the ttl.
+func (c *Client) releaseQuietly(ctx context.Context, l *Lock, only []int) {
+	ctx = context.WithoutCancel(ctx)
+	go func() {
+		err := c.release(ctx, l, only)
+		if err != nil && !errors.Is(err, ErrNotHeld) {
+			c.opts.Logger.V(1).Info("could not give back a failed acquisition; its keys expire within the ttl", "lock", l.keys.name, "error", err.Error())
+		}
+	}()
+}

@@ -1,0 +1,266 @@
+package redislock_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redislock/redislock/internal/redisproc"
+	"github.com/redislock/redislock/internal/redistest"
+	"github.com/redislock/redislock/pkg/redislock"
+)
+
+func TestObtainStoresIdentityAndRefusesOthers(t *testing.T) {
+	s := redistest.Start(t, redisproc.Options{})
+	a, b := newClient(t, "pod-a", s), newClient(t, "pod-b", s)
+	ctx := context.Background()
+
+	l, err := a.Obtain(ctx, "job", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := redislock.ParseValue(get(t, s, lockKey("job")))
+	if err != nil || v.Identity != "pod-a" {
+		t.Fatalf("stored value decodes to %+v, %v; want identity pod-a", v, err)
+	}
+	if l.Fence() != 1 || !l.Valid() {
+		t.Fatalf("fence %d valid %v, want 1 true", l.Fence(), l.Valid())
+	}
+
+	_, err = b.Obtain(ctx, "job", 10*time.Second)
+	if !errors.Is(err, redislock.ErrNotObtained) || !strings.Contains(err.Error(), `"pod-a"`) {
+		t.Fatalf("second Obtain: %v; want ErrNotObtained naming pod-a", err)
+	}
+
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if l.Valid() {
+		t.Fatal("released lock still valid")
+	}
+	l2, err := b.Obtain(ctx, "job", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l2.Fence() != 2 {
+		t.Fatalf("fence after handover %d, want 2", l2.Fence())
+	}
+}
+
+func TestMutualExclusionAcrossGoroutines(t *testing.T) {
+	s := redistest.Start(t, redisproc.Options{})
+	c := newClient(t, "many", s)
+	var inside, maxInside, wins atomic.Int64
+	var wg sync.WaitGroup
+	deadline := time.Now().Add(time.Second)
+	for g := 0; g < 32; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(deadline) {
+				l, err := c.Obtain(context.Background(), "mutex", 5*time.Second)
+				if errors.Is(err, redislock.ErrNotObtained) {
+					continue
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				n := inside.Add(1)
+				for m := maxInside.Load(); n > m && !maxInside.CompareAndSwap(m, n); m = maxInside.Load() {
+				}
+				wins.Add(1)
+				inside.Add(-1)
+				if err := l.Release(context.Background()); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if maxInside.Load() != 1 || wins.Load() < 10 {
+		t.Fatalf("at most %d holders at once over %d acquisitions; want exactly 1 over at least 10", maxInside.Load(), wins.Load())
+	}
+}
+
+func TestLockExpiresAfterTTL(t *testing.T) {
+	s := redistest.Start(t, redisproc.Options{})
+	a, b := newClient(t, "a", s), newClient(t, "b", s)
+	l, err := a.Obtain(context.Background(), "short", 300*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := l.Deadline().Sub(time.Now()); got > 300*time.Millisecond-5*time.Millisecond {
+		t.Fatalf("deadline %v ahead, want at most ttl less drift", got)
+	}
+	waitFor(t, 2*time.Second, "b to obtain the expired lock", func() bool {
+		_, err := b.Obtain(context.Background(), "short", time.Second)
+		return err == nil
+	})
+	if l.Valid() {
+		t.Fatal("a still believes it holds an expired lock")
+	}
+}
+
+func TestReleaseAfterExpiryLeavesNewHolder(t *testing.T) {
+	s := redistest.Start(t, redisproc.Options{})
+	a, b := newClient(t, "a", s), newClient(t, "b", s)
+	ctx := context.Background()
+	la, err := a.Obtain(ctx, "k", 150*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lb *redislock.Lock
+	waitFor(t, 2*time.Second, "b to obtain", func() bool {
+		lb, err = b.Obtain(ctx, "k", 10*time.Second)
+		return err == nil
+	})
+	before := get(t, s, lockKey("k"))
+	if err := la.Release(ctx); !errors.Is(err, redislock.ErrNotHeld) {
+		t.Fatalf("stale release: %v, want ErrNotHeld", err)
+	}
+	if err := la.Refresh(ctx); !errors.Is(err, redislock.ErrLockLost) {
+		t.Fatalf("stale refresh: %v, want ErrLockLost", err)
+	}
+	if after := get(t, s, lockKey("k")); after != before {
+		t.Fatalf("stale release changed b's key from %q to %q", before, after)
+	}
+	if err := lb.Refresh(ctx); err != nil {
+		t.Fatalf("b's lock after a's stale release: %v", err)
+	}
+}
+
+func TestRefreshNeverRecreatesKey(t *testing.T) {
+	s := redistest.Start(t, redisproc.Options{})
+	c := newClient(t, "a", s)
+	ctx := context.Background()
+	l, err := c.Obtain(ctx, "gone", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := s.Client()
+	defer func() { _ = rc.Close() }()
+	rc.Del(ctx, lockKey("gone"))
+	if err := l.Refresh(ctx); !errors.Is(err, redislock.ErrLockLost) {
+		t.Fatalf("refresh of a deleted key: %v, want ErrLockLost", err)
+	}
+	if n := rc.Exists(ctx, lockKey("gone")).Val(); n != 0 {
+		t.Fatal("refresh re-created the key")
+	}
+	if l.Valid() {
+		t.Fatal("lost lock still valid")
+	}
+}
+
+func TestGarbageInKeyIsReported(t *testing.T) {
+	s := redistest.Start(t, redisproc.Options{})
+	c := newClient(t, "a", s)
+	set(t, s, lockKey("junk"), "not a lock value")
+	_, err := c.Obtain(context.Background(), "junk", time.Second)
+	if !errors.Is(err, redislock.ErrNotObtained) || !errors.Is(err, redislock.ErrMalformedValue) {
+		t.Fatalf("Obtain over garbage: %v; want ErrNotObtained and ErrMalformedValue", err)
+	}
+	if got := get(t, s, lockKey("junk")); got != "not a lock value" {
+		t.Fatalf("garbage overwritten with %q", got)
+	}
+}
+
+func TestInvalidInputIsRejected(t *testing.T) {
+	s := redistest.Start(t, redisproc.Options{})
+	one := redistest.Clients(t, s)
+	c := newClient(t, "a", s)
+	ctx := context.Background()
+	cases := []struct {
+		name string
+		err  func() error
+		want string
+	}{
+		{"no nodes", func() error { _, err := redislock.New(nil, nil); return err }, "no nodes"},
+		{"even nodes", func() error { _, err := redislock.New(append(one, one[0]), nil); return err }, "odd number"},
+		{"nil node", func() error { _, err := redislock.New([]redis.UniversalClient{nil}, nil); return err }, "node 0 is nil"},
+		{"negative node timeout", func() error {
+			_, err := redislock.New(one, &redislock.Options{NodeTimeout: -time.Second})
+			return err
+		}, "NodeTimeout -1s is negative"},
+		{"control character in identity", func() error {
+			_, err := redislock.New(one, &redislock.Options{Identity: "a\nb"})
+			return err
+		}, "control character"},
+		{"empty name", func() error { _, err := c.Obtain(ctx, "", time.Second); return err }, "lock name is empty"},
+		{"brace in name", func() error { _, err := c.Obtain(ctx, "a{b", time.Second); return err }, "brace"},
+		{"zero ttl", func() error { _, err := c.Obtain(ctx, "k", 0); return err }, "TTL 0s is not positive"},
+		{"negative ttl", func() error { _, err := c.Obtain(ctx, "k", -time.Second); return err }, "not positive"},
+		{"sub-millisecond ttl", func() error { _, err := c.Obtain(ctx, "k", time.Second+time.Microsecond); return err }, "whole number of milliseconds"},
+		{"ttl not above node timeout", func() error { _, err := c.Obtain(ctx, "k", 50*time.Millisecond); return err }, "NodeTimeout 100ms is not shorter than TTL 50ms"},
+		{"renew interval not below ttl", func() error {
+			_, err := c.NewElector(redislock.ElectorOptions{Name: "k", Timing: redislock.Timing{TTL: time.Second, RenewInterval: time.Second}, OnStartedLeading: func(context.Context, *redislock.Lock) {}})
+			return err
+		}, "RenewInterval 1s is not shorter than TTL 1s"},
+		{"renew deadline not below ttl", func() error {
+			_, err := c.NewElector(redislock.ElectorOptions{Name: "k", Timing: redislock.Timing{TTL: time.Second, RenewDeadline: time.Second}, OnStartedLeading: func(context.Context, *redislock.Lock) {}})
+			return err
+		}, "RenewDeadline 1s is not shorter than TTL 1s less the drift allowance"},
+		{"no leading callback", func() error { _, err := c.NewElector(redislock.ElectorOptions{Name: "k"}); return err }, "OnStartedLeading is nil"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.err()
+			if !errors.Is(err, redislock.ErrInvalidOptions) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v; want ErrInvalidOptions saying %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestUnreachableRedisFailsWithinNodeTimeout(t *testing.T) {
+	s := redistest.Start(t, redisproc.Options{})
+	// A client whose own timeouts are long: the bound must come from the
+	// lock, not from go-redis.
+	rc := redis.NewClient(&redis.Options{Addr: s.Addr, ReadTimeout: time.Minute, WriteTimeout: time.Minute, MaxRetries: -1})
+	t.Cleanup(func() { _ = rc.Close() })
+	c, err := redislock.New([]redis.UniversalClient{rc}, &redislock.Options{Identity: "a", NodeTimeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := c.Obtain(ctx, "warm", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err = c.Obtain(ctx, "k", 10*time.Second)
+	if took := time.Since(start); !errors.Is(err, redislock.ErrNoQuorum) || took > 5*time.Second {
+		t.Fatalf("Obtain on a paused Redis: %v after %v; want ErrNoQuorum, far sooner than the client's 1m timeout", err, took)
+	}
+	if err := s.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	s.Kill()
+	_, err = c.Obtain(ctx, "k", 10*time.Second)
+	if !errors.Is(err, redislock.ErrNoQuorum) || !strings.Contains(err.Error(), s.Addr) {
+		t.Fatalf("Obtain on a dead Redis: %v; want ErrNoQuorum naming %s", err, s.Addr)
+	}
+}
+
+func TestWrongPasswordIsReported(t *testing.T) {
+	s := redistest.Start(t, redisproc.Options{Password: "right"})
+	rc := redis.NewClient(&redis.Options{Addr: s.Addr, Password: "wrong", ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = rc.Close() })
+	c, err := redislock.New([]redis.UniversalClient{rc}, &redislock.Options{Identity: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Obtain(context.Background(), "k", time.Second)
+	if !errors.Is(err, redislock.ErrNoQuorum) || !strings.Contains(err.Error(), "WRONGPASS") {
+		t.Fatalf("Obtain with a wrong password: %v; want ErrNoQuorum saying WRONGPASS", err)
+	}
+}

@@ -1,0 +1,25 @@
+package redislock
+
+import "time"
+
+// Metrics receives the measurements of a Client. Implementations must be
+// safe for concurrent use and must not block; package promlock adapts it to
+// Prometheus.
+type Metrics interface {
+	// Acquire records one acquisition attempt on key: how long it took
+	// and its outcome (nil, or an error wrapping a sentinel of this package).
+	Acquire(key string, took time.Duration, err error)
+	// Renew records one renewal attempt on key.
+	Renew(key string, took time.Duration, err error)
+	// Lost records that a holder of key lost the lock before releasing it.
+	Lost(key string)
+	// Transition records that an Elector on key saw the leader change.
+	Transition(key string)
+}
+
+type noMetrics struct{}
+
+func (noMetrics) Acquire(string, time.Duration, error) {}
+func (noMetrics) Renew(string, time.Duration, error)   {}
+func (noMetrics) Lost(string)                          {}
+func (noMetrics) Transition(string)                    {}
