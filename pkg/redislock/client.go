@@ -45,20 +45,10 @@ type Options struct {
 // A Client is safe for concurrent use. It does not own the node clients:
 // closing them is the caller's job, after the Client is no longer used.
 type Client struct {
-	nodes  []node
+	nodes  []*node
+	all    []int // the index of every node
 	quorum int
 	opts   Options
-}
-
-// node is one independent Redis deployment.
-type node struct {
-	// name identifies the node in errors and logs.
-	name string
-	// client is the caller's client, used for pub/sub.
-	client redis.UniversalClient
-	// exec runs the scripts; it is client's autopipeliner where the client
-	// has one, so that concurrent calls share round trips.
-	exec redis.Scripter
 }
 
 // New returns a Client over nodes, each an independent Redis deployment
@@ -96,12 +86,13 @@ func New(nodes []redis.UniversalClient, opts *Options) (*Client, error) {
 	if o.Clock == nil {
 		o.Clock = RealClock{}
 	}
-	c := &Client{nodes: make([]node, len(nodes)), quorum: len(nodes)/2 + 1, opts: o}
+	c := &Client{quorum: len(nodes)/2 + 1, opts: o}
 	for i, rc := range nodes {
 		if rc == nil {
 			return nil, fmt.Errorf("%w: node %d is nil", ErrInvalidOptions, i)
 		}
-		c.nodes[i] = node{name: nodeName(i, rc), client: rc, exec: pipelined(rc)}
+		c.nodes = append(c.nodes, newNode(nodeName(i, rc), rc))
+		c.all = append(c.all, i)
 	}
 	return c, nil
 }
@@ -111,15 +102,6 @@ func (c *Client) Identity() string { return c.opts.Identity }
 
 // Quorum returns how many nodes must grant a lock: N/2+1.
 func (c *Client) Quorum() int { return c.quorum }
-
-// pipelined returns the autopipeliner of rc, or rc itself where it has none
-// (a Ring). Concurrent calls to one node then share a round trip.
-func pipelined(rc redis.UniversalClient) redis.Scripter {
-	if ap, err := rc.AutoPipeline(); err == nil {
-		return ap
-	}
-	return rc
-}
 
 func nodeName(i int, rc redis.UniversalClient) string {
 	if o, ok := rc.(interface{ Options() *redis.Options }); ok {

@@ -22,8 +22,10 @@ type ElectorOptions struct {
 	// becomes leader. Its context is cancelled when leadership ends, no
 	// later than RenewDeadline after the last successful renewal. Required.
 	OnStartedLeading func(ctx context.Context, l *Lock)
-	// OnStoppedLeading runs each time leadership ends, after the lock is
-	// released. Optional.
+	// OnStoppedLeading runs each time leadership ends: after the
+	// leadership context is cancelled and before the lock is released, so
+	// the work it stops has stopped before another candidate can lead. The
+	// release, and so the handover, waits for it to return. Optional.
 	OnStoppedLeading func()
 	// OnNewLeader runs when the observed leader changes, with its
 	// identity, this candidate's included. Optional.
@@ -48,7 +50,7 @@ type Elector struct {
 // NewElector checks o and returns an Elector; it does no I/O. Invalid
 // options give an error wrapping ErrInvalidOptions that names the rule.
 func (c *Client) NewElector(o ElectorOptions) (*Elector, error) {
-	if _, err := newLockKeys(o.Name); err != nil {
+	if err := checkName(o.Name); err != nil {
 		return nil, err
 	}
 	o.Timing = o.Timing.withDefaults()
@@ -143,12 +145,12 @@ func (e *Elector) lead(ctx context.Context, l *Lock) {
 	e.mu.Lock()
 	e.lock, e.held = nil, nil
 	e.mu.Unlock()
-	if rerr := l.Release(context.WithoutCancel(ctx)); rerr != nil && !errors.Is(rerr, ErrNotHeld) {
-		log.Info("release failed; the key expires by itself", "error", rerr.Error())
-	}
 	log.Info("stopped leading", "reason", fmt.Sprint(err))
 	if e.o.OnStoppedLeading != nil {
 		e.o.OnStoppedLeading()
+	}
+	if rerr := l.Release(context.WithoutCancel(ctx)); rerr != nil && !errors.Is(rerr, ErrNotHeld) {
+		log.Info("release failed; the key expires by itself", "error", rerr.Error())
 	}
 }
 

@@ -14,26 +14,45 @@ import (
 //
 // The scripts derive the channel from the lock key the same way.
 type lockKeys struct {
-	name string
-	// both is {lock key, fence key}, as the scripts take them.
-	both []string
+	name  string
+	lock  string
+	fence string
 }
 
 // EventsChannel returns the pub/sub channel on which the lock called name
 // announces "acquired" and "released".
 func EventsChannel(name string) string { return lockKey(name) + ":events" }
 
-func lockKey(name string) string { return "redislock:{" + name + "}" }
+const (
+	keyPrefix   = "redislock:{"
+	fenceSuffix = "}:fence"
+)
 
-// newLockKeys checks name and derives its keys. A name must be non-empty and
-// free of braces, which would break the hash tag.
-func newLockKeys(name string) (lockKeys, error) {
+func lockKey(name string) string { return keyPrefix + name + "}" }
+
+// checkName enforces the rules of lock names: non-empty and free of
+// braces, which would break the hash tag.
+func checkName(name string) error {
 	if name == "" {
-		return lockKeys{}, fmt.Errorf("%w: lock name is empty", ErrInvalidOptions)
+		return fmt.Errorf("%w: lock name is empty", ErrInvalidOptions)
 	}
 	if strings.ContainsAny(name, "{}") {
-		return lockKeys{}, fmt.Errorf("%w: lock name %q contains a brace, which would break its Cluster hash tag", ErrInvalidOptions, name)
+		return fmt.Errorf("%w: lock name %q contains a brace, which would break its Cluster hash tag", ErrInvalidOptions, name)
 	}
-	k := lockKey(name)
-	return lockKeys{name: name, both: []string{k, k + ":fence"}}, nil
+	return nil
+}
+
+// newAcquisition lays out the keys of a checked name and a fresh value for
+// identity in one allocation: the three strings share a buffer.
+func newAcquisition(name, identity string) (lockKeys, string) {
+	var b strings.Builder
+	n := len(keyPrefix) + len(name) + len(fenceSuffix)
+	b.Grow(n + valueLen(identity))
+	b.WriteString(keyPrefix)
+	b.WriteString(name)
+	b.WriteString(fenceSuffix)
+	writeValue(&b, identity)
+	s := b.String()
+	fence := s[:n]
+	return lockKeys{name: name, lock: fence[:n-len(fenceSuffix)+1], fence: fence}, s[n:]
 }

@@ -17,6 +17,7 @@ type Lock struct {
 	keys   lockKeys
 	value  string
 	ttl    time.Duration
+	ttlMs  int64
 	fence  int64
 
 	mu sync.Mutex
@@ -88,8 +89,7 @@ type held struct {
 }
 
 func (c *Client) obtain(ctx context.Context, name string, ttl time.Duration) (*Lock, held, error) {
-	keys, err := newLockKeys(name)
-	if err != nil {
+	if err := checkName(name); err != nil {
 		return nil, held{}, err
 	}
 	if err := c.checkTTL(ttl); err != nil {
@@ -97,7 +97,7 @@ func (c *Client) obtain(ctx context.Context, name string, ttl time.Duration) (*L
 	}
 	clock := c.opts.Clock
 	start := clock.Now()
-	l, h, err := c.acquire(ctx, keys, ttl, start)
+	l, h, err := c.acquire(ctx, name, ttl, start)
 	c.opts.Metrics.Acquire(name, clock.Now().Sub(start), err)
 	return l, h, err
 }
@@ -112,14 +112,11 @@ func (c *Client) checkTTL(ttl time.Duration) error {
 	return nil
 }
 
-func (c *Client) acquire(ctx context.Context, keys lockKeys, ttl time.Duration, start time.Time) (*Lock, held, error) {
-	value := newValue(c.opts.Identity)
-	ms := ttl.Milliseconds()
-	replies := c.each(ctx, nil, func(ctx context.Context, n *node) (any, error) {
-		return acquireScript.Run(ctx, n.exec, keys.both, value, ms).Result()
-	})
+func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, start time.Time) (*Lock, held, error) {
+	keys, value := newAcquisition(name, c.opts.Identity)
+	l := &Lock{client: c, keys: keys, value: value, ttl: ttl, ttlMs: ttl.Milliseconds()}
+	replies := c.each(ctx, c.all, acquireScript, acquireScript.args(&l.keys.lock, &l.keys.fence, &l.value, &l.ttlMs))
 	var (
-		fence   int64
 		took    []int
 		holders []heldReply
 	)
@@ -127,7 +124,7 @@ func (c *Client) acquire(ctx context.Context, keys lockKeys, ttl time.Duration, 
 		switch v := r.val.(type) {
 		case int64:
 			took = append(took, i)
-			fence = max(fence, v)
+			l.fence = max(l.fence, v)
 		case []any:
 			h, err := parseHeld(v)
 			if err != nil {
@@ -140,7 +137,6 @@ func (c *Client) acquire(ctx context.Context, keys lockKeys, ttl time.Duration, 
 			replies[i].err = fmt.Errorf("%s: %w: acquire replied %T", c.nodes[i].name, ErrMalformedValue, v)
 		}
 	}
-	l := &Lock{client: c, keys: keys, value: value, ttl: ttl, fence: fence}
 	if len(took) >= c.quorum {
 		err := c.commitFence(ctx, l, took, replies)
 		if err == nil {
@@ -150,14 +146,12 @@ func (c *Client) acquire(ctx context.Context, keys lockKeys, ttl time.Duration, 
 			}
 			err = fmt.Errorf("%w: acquiring took longer than ttl %v less drift", ErrNoQuorum, ttl)
 		}
-		c.releaseQuietly(ctx, l, nil)
+		c.releaseQuietly(ctx, l, c.all)
 		return nil, held{}, err
 	}
 	// Give back at once what we took, and what we may have taken on the
 	// nodes that did not answer.
-	if len(holders) < len(c.nodes) {
-		c.releaseQuietly(ctx, l, notHolding(len(c.nodes), replies))
-	}
+	c.releaseQuietly(ctx, l, notHolding(replies))
 	if len(holders) > len(c.nodes)-c.quorum {
 		h, err := c.describeHolder(holders)
 		if err != nil {
@@ -185,9 +179,7 @@ func (c *Client) commitFence(ctx context.Context, l *Lock, took []int, replies [
 	if len(behind) == 0 {
 		return nil
 	}
-	raised := c.each(ctx, behind, func(ctx context.Context, n *node) (any, error) {
-		return fenceScript.Run(ctx, n.exec, l.keys.both, l.value, l.fence).Int64()
-	})
+	raised := c.each(ctx, behind, fenceScript, fenceScript.args(&l.keys.lock, &l.keys.fence, &l.value, &l.fence))
 	known := len(took) - len(behind)
 	for _, i := range behind {
 		if v, _ := raised[i].val.(int64); v == 1 {
@@ -250,9 +242,9 @@ func (c *Client) describeHolder(hs []heldReply) (held, error) {
 }
 
 // notHolding lists the nodes that did not report another holder.
-func notHolding(n int, replies []reply) []int {
+func notHolding(replies []reply) []int {
 	var idx []int
-	for i := 0; i < n; i++ {
+	for i := range replies {
 		if _, refused := replies[i].val.([]any); !refused {
 			idx = append(idx, i)
 		}
@@ -284,10 +276,7 @@ func (l *Lock) refresh(ctx context.Context, start time.Time) error {
 		return fmt.Errorf("%w: %q: its local deadline has passed", ErrLockLost, l.keys.name)
 	}
 	c := l.client
-	ms := l.ttl.Milliseconds()
-	replies := c.each(ctx, nil, func(ctx context.Context, n *node) (any, error) {
-		return renewScript.Run(ctx, n.exec, l.keys.both[:1], l.value, ms).Int64()
-	})
+	replies := c.each(ctx, c.all, renewScript, renewScript.args(&l.keys.lock, &l.value, &l.ttlMs))
 	ok, gone := 0, 0
 	for _, r := range replies {
 		switch r.val {
@@ -327,13 +316,11 @@ func (l *Lock) invalidate() {
 // expire by themselves within the ttl).
 func (l *Lock) Release(ctx context.Context) error {
 	l.invalidate()
-	return l.client.release(ctx, l, nil)
+	return l.client.release(ctx, l, l.client.all)
 }
 
-func (c *Client) release(ctx context.Context, l *Lock, only []int) error {
-	replies := c.each(ctx, only, func(ctx context.Context, n *node) (any, error) {
-		return releaseScript.Run(ctx, n.exec, l.keys.both[:1], l.value).Int64()
-	})
+func (c *Client) release(ctx context.Context, l *Lock, idx []int) error {
+	replies := c.each(ctx, idx, releaseScript, releaseScript.args(&l.keys.lock, &l.value))
 	deleted, failed := 0, 0
 	for _, r := range replies {
 		if r.val == int64(1) {
@@ -356,10 +343,13 @@ func (c *Client) release(ctx context.Context, l *Lock, only []int) error {
 // so that the failure is reported without waiting on slow nodes, and even
 // when ctx is already cancelled. It logs what it could not reach; those keys
 // expire by themselves within the ttl.
-func (c *Client) releaseQuietly(ctx context.Context, l *Lock, only []int) {
+func (c *Client) releaseQuietly(ctx context.Context, l *Lock, idx []int) {
+	if len(idx) == 0 {
+		return
+	}
 	ctx = context.WithoutCancel(ctx)
 	go func() {
-		err := c.release(ctx, l, only)
+		err := c.release(ctx, l, idx)
 		if err != nil && !errors.Is(err, ErrNotHeld) {
 			c.opts.Logger.V(1).Info("could not give back a failed acquisition; its keys expire within the ttl", "lock", l.keys.name, "error", err.Error())
 		}

@@ -13,76 +13,78 @@ type reply struct {
 	err error
 }
 
-// nodeCall runs one script on one node.
-type nodeCall func(ctx context.Context, n *node) (any, error)
-
-// each runs call on the nodes whose index is in only (every node when only
-// is nil), all at once, and returns their replies indexed like c.nodes. A
-// node that has not answered within NodeTimeout gets an error wrapping
+// each runs one script call on the nodes whose index is in idx (c.all for
+// every node), all at once, and returns their replies indexed like c.nodes;
+// nodes not in idx get a zero reply. A node that has not
+// answered within NodeTimeout gets an error wrapping
 // context.DeadlineExceeded: each never waits longer, whatever the node
-// client's own timeouts are. Nodes not in only get a nil reply.
-func (c *Client) each(ctx context.Context, only []int, call nodeCall) []reply {
+// client's own timeouts are. The last node runs on the caller's goroutine
+// when its client honours context deadlines; the others, or all when it
+// does not, run on goroutines of their own.
+func (c *Client) each(ctx context.Context, idx []int, s *script, args []any) []reply {
+	replies := make([]reply, len(c.nodes))
+	if len(idx) == 0 {
+		return replies
+	}
 	ctx, cancel := context.WithTimeout(ctx, c.opts.NodeTimeout)
 	defer cancel()
-	replies := make([]reply, len(c.nodes))
-	type indexed struct {
-		i int
-		reply
+	last := idx[len(idx)-1]
+	inline := c.nodes[last].bounded
+	spawn := idx
+	if inline {
+		spawn = idx[:len(idx)-1]
 	}
-	done := make(chan indexed, len(c.nodes))
-	pending := 0
-	forEach(len(c.nodes), only, func(i int) {
-		pending++
-		go func() { done <- indexed{i, c.call(ctx, i, call)} }()
-	})
-	for ; pending > 0; pending-- {
+	var done chan indexed
+	if len(spawn) > 0 {
+		done = make(chan indexed, len(spawn))
+		for _, i := range spawn {
+			go c.send(ctx, i, s, args, done)
+		}
+	}
+	if inline {
+		replies[last] = c.call(ctx, last, s, args)
+	}
+	for pending := len(spawn); pending > 0; pending-- {
 		select {
 		case r := <-done:
 			replies[r.i] = r.reply
 		case <-ctx.Done():
 			// Late answers land in the buffered channel and are dropped.
-			for ; pending > 0; pending-- {
-				select {
-				case r := <-done:
-					replies[r.i] = r.reply
-				default:
+			for _, i := range spawn {
+				if replies[i].val == nil && replies[i].err == nil {
+					replies[i].err = c.timeout(i, ctx.Err())
 				}
 			}
-			forEach(len(c.nodes), only, func(i int) {
-				if replies[i].val == nil && replies[i].err == nil {
-					replies[i].err = fmt.Errorf("%s: no answer within %v: %w", c.nodes[i].name, c.opts.NodeTimeout, ctx.Err())
-				}
-			})
 			return replies
 		}
 	}
 	return replies
 }
 
-// call runs call on node i and names the node in its error.
-func (c *Client) call(ctx context.Context, i int, call nodeCall) reply {
-	v, err := call(ctx, &c.nodes[i])
-	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) {
-			return reply{err: fmt.Errorf("%s: no answer within %v: %w", c.nodes[i].name, c.opts.NodeTimeout, err)}
-		}
-		return reply{err: fmt.Errorf("%s: %w", c.nodes[i].name, err)}
-	}
-	return reply{val: v}
+type indexed struct {
+	i int
+	reply
 }
 
-// forEach calls f with every index below n that is in only, or with every
-// index below n when only is nil.
-func forEach(n int, only []int, f func(i int)) {
-	if only == nil {
-		for i := 0; i < n; i++ {
-			f(i)
-		}
-		return
+// send runs s on node i and sends the reply to done.
+func (c *Client) send(ctx context.Context, i int, s *script, args []any, done chan<- indexed) {
+	done <- indexed{i, c.call(ctx, i, s, args)}
+}
+
+// call runs s on node i and names the node in its error.
+func (c *Client) call(ctx context.Context, i int, s *script, args []any) reply {
+	v, err := c.nodes[i].eval(ctx, s, args)
+	switch {
+	case err == nil:
+		return reply{val: v}
+	case errors.Is(err, context.DeadlineExceeded):
+		return reply{err: c.timeout(i, err)}
 	}
-	for _, i := range only {
-		f(i)
-	}
+	return reply{err: fmt.Errorf("%s: %w", c.nodes[i].name, err)}
+}
+
+func (c *Client) timeout(i int, err error) error {
+	return fmt.Errorf("%s: no answer within %v: %w", c.nodes[i].name, c.opts.NodeTimeout, err)
 }
 
 // nodeErrors joins the errors of replies under sentinel.

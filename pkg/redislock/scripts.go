@@ -1,32 +1,51 @@
 package redislock
 
 import (
+	"crypto/sha1"
 	_ "embed"
-
-	"github.com/redis/go-redis/v9"
+	"encoding/hex"
 )
 
-// The Lua scripts; each file's header names its KEYS, ARGV and reply. They
-// run through Script.Run: EVALSHA, then EVAL when the server answers
-// NOSCRIPT (after a restart or SCRIPT FLUSH).
+// script is one of the Lua scripts; each file's header names its KEYS, ARGV
+// and reply.
+type script struct {
+	src     string
+	sha     string
+	numKeys string
+}
+
+func newScript(src, numKeys string) *script {
+	sum := sha1.Sum([]byte(src))
+	return &script{src: src, sha: hex.EncodeToString(sum[:]), numKeys: numKeys}
+}
+
+// args lays out an EVALSHA of s with keysAndArgs. Arguments are passed as
+// pointers (*string, *int64) where they can be, which go-redis writes
+// without boxing a copy.
+func (s *script) args(keysAndArgs ...any) []any {
+	a := make([]any, 3, 3+len(keysAndArgs))
+	a[0], a[1], a[2] = "evalsha", &s.sha, &s.numKeys
+	return append(a, keysAndArgs...)
+}
+
 var (
 	//go:embed acquire.lua
 	acquireLua    string
-	acquireScript = redis.NewScript(acquireLua)
+	acquireScript = newScript(acquireLua, "2")
 
 	//go:embed renew.lua
 	renewLua    string
-	renewScript = redis.NewScript(renewLua)
+	renewScript = newScript(renewLua, "1")
 
 	//go:embed release.lua
 	releaseLua    string
-	releaseScript = redis.NewScript(releaseLua)
+	releaseScript = newScript(releaseLua, "1")
 
 	//go:embed fence.lua
 	fenceLua    string
-	fenceScript = redis.NewScript(fenceLua)
+	fenceScript = newScript(fenceLua, "2")
 
 	//go:embed inspect.lua
 	inspectLua    string
-	inspectScript = redis.NewScript(inspectLua)
+	inspectScript = newScript(inspectLua, "2")
 )

@@ -84,19 +84,20 @@ func checkIdentity(id string) error {
 	return nil
 }
 
-// newValue returns a fresh value for identity, with a new random token.
-func newValue(identity string) string {
+// writeValue writes a fresh value for identity to b, with a new random
+// token.
+func writeValue(b *strings.Builder, identity string) {
 	var raw [tokenBytes]byte
 	// crypto/rand.Read never returns an error on supported platforms; it
 	// crashes the program instead of handing out a predictable token.
 	_, _ = rand.Read(raw[:])
 	var hexTok [tokenLen]byte
 	hex.Encode(hexTok[:], raw[:])
-	var b strings.Builder
-	b.Grow(len(valuePrefix) + tokenLen + 1 + len(identity))
 	b.WriteString(valuePrefix)
 	b.Write(hexTok[:])
 	b.WriteByte(':')
 	b.WriteString(identity)
-	return b.String()
 }
+
+// valueLen is the length of a value for identity.
+func valueLen(identity string) int { return len(valuePrefix) + tokenLen + 1 + len(identity) }

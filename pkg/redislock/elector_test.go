@@ -1,0 +1,179 @@
+package redislock_test
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redislock/redislock/internal/redisproc"
+	"github.com/redislock/redislock/internal/redistest"
+	"github.com/redislock/redislock/pkg/redislock"
+)
+
+// journal records leadership intervals as the candidates report them:
+// started after the lock is obtained, stopped before it is released. Real
+// leadership intervals contain the recorded ones, and since a lock is
+// obtained only after the previous holder released it, recorded intervals
+// of one lock must never overlap.
+type journal struct {
+	mu     sync.Mutex
+	events []event
+}
+
+type event struct {
+	who     string
+	started bool
+	at      time.Time
+	fence   int64
+}
+
+func (j *journal) add(e event) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	e.at = time.Now()
+	j.events = append(j.events, e)
+}
+
+// check fails t if two recorded intervals overlap or fences do not
+// increase from one leader to the next; it returns how many leaderships it
+// saw.
+func (j *journal) check(t *testing.T) int {
+	t.Helper()
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	open := map[string]event{}
+	var lastFence int64
+	terms := 0
+	for _, e := range j.events {
+		if e.started {
+			for who := range open {
+				t.Fatalf("%s started leading at %v while %s led", e.who, e.at, who)
+			}
+			if e.fence <= lastFence {
+				t.Fatalf("%s led with fence %d after fence %d", e.who, e.fence, lastFence)
+			}
+			lastFence = e.fence
+			open[e.who] = e
+			terms++
+			continue
+		}
+		delete(open, e.who)
+	}
+	return terms
+}
+
+func (j *journal) elector(t *testing.T, c *redislock.Client, name string, timing redislock.Timing) *redislock.Elector {
+	t.Helper()
+	who := c.Identity()
+	e, err := c.NewElector(redislock.ElectorOptions{
+		Name:   name,
+		Timing: timing,
+		OnStartedLeading: func(_ context.Context, l *redislock.Lock) {
+			j.add(event{who: who, started: true, fence: l.Fence()})
+		},
+		OnStoppedLeading: func() { j.add(event{who: who}) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// candidate is an Elector running in the background.
+type candidate struct {
+	e      *redislock.Elector
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func start(e *redislock.Elector) *candidate {
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &candidate{e: e, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		_ = e.Run(ctx)
+	}()
+	return c
+}
+
+func (c *candidate) stop() {
+	c.cancel()
+	<-c.done
+}
+
+func leaderOf(cs []*candidate) int {
+	for i, c := range cs {
+		if c.e.IsLeader() {
+			return i
+		}
+	}
+	return -1
+}
+
+func TestElectorsHandOverGracefullyOneAtATime(t *testing.T) {
+	s := redistest.Start(t, redisproc.Options{})
+	var j journal
+	// A long ttl: a handover that waited for expiry instead of the
+	// release message would take seconds.
+	timing := redislock.Timing{TTL: 5 * time.Second, RenewInterval: 500 * time.Millisecond, RenewDeadline: 3 * time.Second}
+	names := []string{"c0", "c1", "c2", "c3", "c4"}
+	cands := make([]*candidate, len(names))
+	for i, n := range names {
+		cands[i] = start(j.elector(t, newClient(t, n, s), "election", timing))
+	}
+	defer func() {
+		for _, c := range cands {
+			c.stop()
+		}
+	}()
+	var handovers []time.Duration
+	for round := 0; round < 10; round++ {
+		leader := -1
+		waitFor(t, 3*time.Second, "a leader", func() bool { leader = leaderOf(cands); return leader >= 0 })
+		stopped := time.Now()
+		cands[leader].stop()
+		next := -1
+		waitFor(t, 3*time.Second, "the next leader", func() bool { next = leaderOf(cands); return next >= 0 })
+		handovers = append(handovers, time.Since(stopped))
+		if next == leader {
+			t.Fatalf("round %d: stopped candidate %d still leads", round, leader)
+		}
+		cands[leader] = start(j.elector(t, newClient(t, names[leader], s), "election", timing))
+	}
+	if terms := j.check(t); terms < 11 {
+		t.Fatalf("%d leaderships recorded, want at least 11", terms)
+	}
+	slices.Sort(handovers)
+	t.Logf("graceful handover over %d rounds: median %v, max %v", len(handovers), handovers[len(handovers)/2], handovers[len(handovers)-1])
+	// Waiting for expiry would take the 5s ttl: a release must wake the
+	// standbys.
+	if worst := handovers[len(handovers)-1]; worst > timing.TTL/2 {
+		t.Fatalf("slowest handover %v: standbys waited for expiry instead of the release message", worst)
+	}
+}
+
+func TestElectorStepsDownWhileRedisIsDownAndComesBack(t *testing.T) {
+	s := redistest.Start(t, redisproc.Options{})
+	var j journal
+	timing := redislock.Timing{TTL: time.Second, RenewInterval: 100 * time.Millisecond, RenewDeadline: 600 * time.Millisecond}
+	c := start(j.elector(t, newClient(t, "solo", s), "outage", timing))
+	defer c.stop()
+	waitFor(t, 3*time.Second, "leadership", c.e.IsLeader)
+	if err := s.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	paused := time.Now()
+	waitFor(t, 3*time.Second, "stepping down", func() bool { return !c.e.IsLeader() })
+	if took := time.Since(paused); took > timing.TTL {
+		t.Fatalf("stepped down %v after Redis went away; the key could have expired after %v", took, timing.TTL)
+	}
+	if err := s.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "leadership after Redis is back", c.e.IsLeader)
+	if terms := j.check(t); terms != 2 {
+		t.Fatalf("%d leaderships, want 2", terms)
+	}
+}

@@ -1,0 +1,69 @@
+package redislock
+
+import (
+	"context"
+	"slices"
+	"sync/atomic"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// node is one independent Redis deployment.
+type node struct {
+	// name identifies the node in errors and logs.
+	name string
+	// client is the caller's client.
+	client redis.UniversalClient
+	// pipe is client's autopipeliner, nil where it has none (a Ring).
+	pipe *redis.AutoPipeliner
+	// bounded says client honours context deadlines
+	// (ContextTimeoutEnabled), so a call can run on the caller's goroutine
+	// and still end by the node timeout.
+	bounded bool
+	// inflight counts calls under way, to pick pipe or client.
+	inflight atomic.Int32
+}
+
+func newNode(name string, rc redis.UniversalClient) *node {
+	n := &node{name: name, client: rc}
+	if ap, err := rc.AutoPipeline(); err == nil {
+		n.pipe = ap
+	}
+	switch o := rc.(type) {
+	case interface{ Options() *redis.Options }:
+		n.bounded = o.Options().ContextTimeoutEnabled
+	case interface{ Options() *redis.ClusterOptions }:
+		n.bounded = o.Options().ContextTimeoutEnabled
+	}
+	return n
+}
+
+// eval runs the script call laid out by script.args and returns its reply;
+// on NOSCRIPT (after a restart or SCRIPT FLUSH) it sends the source with
+// EVAL, which also loads it for the next EVALSHA.
+func (n *node) eval(ctx context.Context, s *script, args []any) (any, error) {
+	v, err := n.process(ctx, args)
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		args = slices.Clone(args)
+		args[0], args[1] = "eval", &s.src
+		return n.process(ctx, args)
+	}
+	return v, err
+}
+
+// process sends one command. A lone call goes straight to the client, one
+// round trip; calls that overlap others on this node go through the
+// autopipeliner, which writes them together, so concurrent callers share
+// round trips instead of queueing for connections.
+func (n *node) process(ctx context.Context, args []any) (any, error) {
+	cmd := redis.NewCmd(ctx, args...)
+	cmd.SetFirstKeyPos(3)
+	busy := n.inflight.Add(1) > 1
+	defer n.inflight.Add(-1)
+	if busy && n.pipe != nil {
+		_ = n.pipe.Process(ctx, cmd)
+	} else {
+		_ = n.client.Process(ctx, cmd)
+	}
+	return cmd.Result()
+}

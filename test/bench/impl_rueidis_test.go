@@ -1,0 +1,43 @@
+package bench
+
+import (
+	"context"
+
+	"github.com/redis/rueidis"
+	"github.com/redis/rueidis/rueidislock"
+)
+
+// rueidisLock is github.com/redis/rueidis/rueidislock on one node: one key
+// per lock (KeyMajority 1), NOLOOP tracking (redis >= 7.0.5), the same
+// ttl as the others as KeyValidity, and a single attempt (TryWithContext).
+// Its cancel func releases the key and waits for the DEL to finish.
+type rueidisLock struct {
+	l rueidislock.Locker
+}
+
+func newRueidis(addrs []string) (locker, error) {
+	l, err := rueidislock.NewLocker(rueidislock.LockerOption{
+		ClientOption:   rueidis.ClientOption{InitAddress: addrs[:1]},
+		KeyMajority:    1,
+		KeyValidity:    ttl,
+		NoLoopTracking: true,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &rueidisLock{l: l}, nil
+}
+
+func (r *rueidisLock) acquireRelease(ctx context.Context, key string) error {
+	_, cancel, err := r.l.TryWithContext(ctx, key)
+	if err != nil {
+		return err
+	}
+	cancel()
+	return nil
+}
+
+func (r *rueidisLock) close() error {
+	r.l.Close()
+	return nil
+}
