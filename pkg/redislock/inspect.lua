@@ -1,6 +1,7 @@
 -- inspect.lua: read a lock's state in one atomic step, for observers.
 -- KEYS[1]  the lock key
 -- KEYS[2]  the fencing counter
--- Reply    {holder's value or false, PTTL of the lock key in ms, counter}
+-- Reply    {counter, PTTL of the lock key in ms (-2 when absent), the
+--          holder's value or false}: the layout of acquire.lua's "held".
 local counter = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
-return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1]), counter}
+return {counter, redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[1])}

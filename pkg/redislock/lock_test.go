@@ -264,3 +264,37 @@ func TestWrongPasswordIsReported(t *testing.T) {
 		t.Fatalf("Obtain with a wrong password: %v; want ErrNoQuorum saying WRONGPASS", err)
 	}
 }
+
+func TestInspectShowsHolderWithoutChangingIt(t *testing.T) {
+	s := redistest.Start(t, redisproc.Options{})
+	a, observer := newClient(t, "pod-a", s), newClient(t, "observer", s)
+	ctx := context.Background()
+	h, err := observer.Inspect(ctx, "watched")
+	if err != nil || h.Identity != "" || h.Fence != 0 || h.FreeIn != 0 {
+		t.Fatalf("free lock: %+v, %v", h, err)
+	}
+	l, err := a.Obtain(ctx, "watched", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := get(t, s, lockKey("watched"))
+	h, err = observer.Inspect(ctx, "watched")
+	if err != nil || h.Identity != "pod-a" || h.Fence != l.Fence() || h.FreeIn <= 9*time.Second || h.FreeIn > 10*time.Second {
+		t.Fatalf("held lock: %+v, %v; want pod-a, fence %d, free in about 10s", h, err, l.Fence())
+	}
+	if len(h.Nodes) != 1 || h.Nodes[0].Err != nil {
+		t.Fatalf("nodes %+v", h.Nodes)
+	}
+	if after := get(t, s, lockKey("watched")); after != before {
+		t.Fatal("Inspect changed the key")
+	}
+	set(t, s, lockKey("watched"), "garbage")
+	if _, err := observer.Inspect(ctx, "watched"); !errors.Is(err, redislock.ErrMalformedValue) {
+		t.Fatalf("Inspect over garbage: %v, want ErrMalformedValue", err)
+	}
+	s.Kill()
+	h, err = observer.Inspect(ctx, "watched")
+	if !errors.Is(err, redislock.ErrNoQuorum) || h.Nodes[0].Err == nil {
+		t.Fatalf("Inspect of a dead node: %+v, %v; want ErrNoQuorum and the node's error", h, err)
+	}
+}

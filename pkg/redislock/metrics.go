@@ -3,8 +3,8 @@ package redislock
 import "time"
 
 // Metrics receives the measurements of a Client. Implementations must be
-// safe for concurrent use and must not block; package promlock adapts it to
-// Prometheus.
+// safe for concurrent use and must not block. Package
+// github.com/redislock/redislock/pkg/promlock adapts it to Prometheus.
 type Metrics interface {
 	// Acquire records one acquisition attempt on key: how long it took
 	// and its outcome (nil, or an error wrapping a sentinel of this package).

@@ -1,0 +1,39 @@
+// Command redislock is the redislock binary. Subcommands:
+//
+//	demo        elect a leader among local processes on a throwaway Redis,
+//	            kill it and time the handover (see -h)
+//	candidate   one demo candidate (started by demo)
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/redislock/redislock/internal/demo"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "redislock:", err)
+		stop()
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		return fmt.Errorf("usage: redislock demo|candidate [flags]")
+	}
+	switch args[0] {
+	case "demo":
+		return demo.Run(ctx, args[1:], os.Stdout)
+	case "candidate":
+		return demo.Candidate(ctx, args[1:], os.Stdout)
+	}
+	return fmt.Errorf("unknown subcommand %q: want demo or candidate", args[0])
+}

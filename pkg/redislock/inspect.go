@@ -1,0 +1,92 @@
+package redislock
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Holder is what Inspect saw of a lock.
+type Holder struct {
+	// Identity names the holder on a majority of nodes; "" when the lock
+	// is free.
+	Identity string
+	// Fence is the latest fencing token handed out for the lock, the
+	// highest counter among the nodes that answered. While the lock is
+	// held on one node, it is the holder's token; in Redlock mode, a failed
+	// attempt may have counted past it.
+	Fence int64
+	// FreeIn is how long until the holder's keys expire on enough nodes
+	// for a majority to be free, if it does not renew; 0 when free.
+	FreeIn time.Duration
+	// Nodes says, for each node in order, whether it answered.
+	Nodes []NodeState
+}
+
+// NodeState is one node's part in an Inspect.
+type NodeState struct {
+	// Name identifies the node ("node 0 (10.0.0.1:6379)").
+	Name string
+	// Err is why the node did not answer, nil when it did.
+	Err error
+}
+
+// Inspect reads the state of the lock called name from every node, in one
+// atomic script per node, without changing anything. It returns an error
+// wrapping ErrNoQuorum when fewer than a majority of nodes answered, and
+// one wrapping ErrMalformedValue when the holder's value is not ours; the
+// Holder carries what was seen either way.
+func (c *Client) Inspect(ctx context.Context, name string) (Holder, error) {
+	if err := checkName(name); err != nil {
+		return Holder{}, err
+	}
+	keys, _ := newAcquisition(name, c.opts.Identity)
+	replies := c.each(ctx, c.all, inspectScript, inspectScript.args(&keys.lock, &keys.fence))
+	var (
+		h       Holder
+		holders []heldReply
+		ok      int
+	)
+	for i, r := range replies {
+		err := r.err
+		if err == nil {
+			var hr heldReply
+			var counter int64
+			hr, counter, err = parseInspect(r.val)
+			if err == nil {
+				ok++
+				h.Fence = max(h.Fence, counter)
+				if hr.value != "" {
+					holders = append(holders, hr)
+				}
+			}
+		}
+		if err != nil && r.err == nil {
+			err = fmt.Errorf("%s: %w", c.nodes[i].name, err)
+		}
+		h.Nodes = append(h.Nodes, NodeState{Name: c.nodes[i].name, Err: err})
+	}
+	if ok < c.quorum {
+		return h, fmt.Errorf("inspect %q: %d of %d nodes answered: %w", name, ok, len(c.nodes), nodeErrors(ErrNoQuorum, replies))
+	}
+	if len(holders) <= len(c.nodes)-c.quorum {
+		return h, nil // a majority is free
+	}
+	seen, err := c.describeHolder(holders)
+	h.Identity, h.FreeIn = seen.identity, seen.free
+	if err != nil {
+		return h, fmt.Errorf("inspect %q: %w", name, err)
+	}
+	return h, nil
+}
+
+// parseInspect decodes inspect.lua's reply.
+func parseInspect(v any) (heldReply, int64, error) {
+	a, ok := v.([]any)
+	if !ok {
+		return heldReply{}, 0, fmt.Errorf("%w: inspect replied %T", ErrMalformedValue, v)
+	}
+	hr, err := parseHeld(a)
+	counter, _ := a[0].(int64)
+	return hr, counter, err
+}

@@ -1,0 +1,221 @@
+package redislock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redislock/redislock/internal/redisproc"
+	"github.com/redislock/redislock/internal/redistest"
+	"github.com/redislock/redislock/pkg/redislock"
+)
+
+// The test binary doubles as a candidate process: with REDISLOCK_CHILD set
+// it runs that role against REDISLOCK_ADDR and exits. Children append to a
+// journal list in the same Redis, which orders their reports.
+func TestMain(m *testing.M) {
+	if role := os.Getenv("REDISLOCK_CHILD"); role != "" {
+		if err := child(role, os.Getenv("REDISLOCK_ADDR"), os.Getenv("REDISLOCK_ID")); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	// The examples talk to a server of their own.
+	s, err := redisproc.Start(redisproc.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	exampleAddr = s.Addr
+	code := m.Run()
+	s.Stop()
+	os.Exit(code)
+}
+
+const journalKey = "journal"
+
+func child(role, addr, id string) error {
+	rc := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+	defer func() { _ = rc.Close() }()
+	c, err := redislock.New([]redis.UniversalClient{rc}, &redislock.Options{Identity: id})
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	note := func(format string, args ...any) error {
+		return rc.RPush(context.Background(), journalKey, fmt.Sprintf(format, args...)).Err()
+	}
+	switch role {
+	case "lock":
+		// Take the lock 50 times, reporting entry and exit while held.
+		for n := 0; n < 50; {
+			l, err := c.Obtain(ctx, "shared", 10*time.Second)
+			if errors.Is(err, redislock.ErrNotObtained) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if err := note("enter %s %d", id, l.Fence()); err != nil {
+				return err
+			}
+			if err := note("exit %s %d", id, l.Fence()); err != nil {
+				return err
+			}
+			if err := l.Release(ctx); err != nil {
+				return err
+			}
+			n++
+		}
+		return nil
+	case "elect":
+		e, err := c.NewElector(redislock.ElectorOptions{
+			Name:   "leader",
+			Timing: redislock.Timing{TTL: time.Second, RenewInterval: 100 * time.Millisecond, RenewDeadline: 600 * time.Millisecond},
+			OnStartedLeading: func(_ context.Context, l *redislock.Lock) {
+				_ = note("lead %s %d", id, l.Fence())
+			},
+			OnStoppedLeading: func() { _ = note("stop %s", id) },
+		})
+		if err != nil {
+			return err
+		}
+		return e.Run(ctx)
+	}
+	return fmt.Errorf("unknown role %q", role)
+}
+
+func spawn(t *testing.T, s *redisproc.Server, role, id string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "REDISLOCK_CHILD="+role, "REDISLOCK_ADDR="+s.Addr, "REDISLOCK_ID="+id)
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	return cmd
+}
+
+func readJournal(t *testing.T, s *redisproc.Server) []string {
+	t.Helper()
+	rc := s.Client()
+	defer func() { _ = rc.Close() }()
+	lines, err := rc.LRange(context.Background(), journalKey, 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lines
+}
+
+func TestMutualExclusionAcrossProcesses(t *testing.T) {
+	s := redistest.Start(t, redisproc.Options{})
+	var cmds []*exec.Cmd
+	for i := 0; i < 3; i++ {
+		cmds = append(cmds, spawn(t, s, "lock", fmt.Sprintf("p%d", i)))
+	}
+	for _, cmd := range cmds {
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("child: %v", err)
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatal("child still running after 60s")
+		}
+	}
+	lines := readJournal(t, s)
+	if len(lines) != 300 {
+		t.Fatalf("%d journal lines, want 300", len(lines))
+	}
+	last := int64(0)
+	for i := 0; i < len(lines); i += 2 {
+		var who, who2 string
+		var fence, fence2 int64
+		if _, err := fmt.Sscanf(lines[i], "enter %s %d", &who, &fence); err != nil {
+			t.Fatalf("line %d %q: want an entry: %v", i, lines[i], err)
+		}
+		if _, err := fmt.Sscanf(lines[i+1], "exit %s %d", &who2, &fence2); err != nil || who2 != who || fence2 != fence {
+			t.Fatalf("line %d %q: want %s's exit before anyone else enters", i+1, lines[i+1], who)
+		}
+		if fence <= last {
+			t.Fatalf("line %d: fence %d after %d", i, fence, last)
+		}
+		last = fence
+	}
+}
+
+// waitLead waits for a "lead" line after the first skip lines and returns
+// the leader's id and how many lines the journal had.
+func waitLead(t *testing.T, s *redisproc.Server, skip int, timeout time.Duration) (string, int) {
+	t.Helper()
+	var who string
+	n := 0
+	waitFor(t, timeout, "a new leader", func() bool {
+		lines := readJournal(t, s)
+		n = len(lines)
+		for _, l := range lines[min(skip, len(lines)):] {
+			if rest, ok := strings.CutPrefix(l, "lead "); ok {
+				who = strings.Fields(rest)[0]
+				return true
+			}
+		}
+		return false
+	})
+	return who, n
+}
+
+// L1 across processes: a SIGKILLed leader is replaced within its ttl plus a
+// margin, a SIGTERMed one at once.
+func TestElectorFailoverAcrossProcesses(t *testing.T) {
+	s := redistest.Start(t, redisproc.Options{})
+	procs := map[string]*exec.Cmd{}
+	for i := 0; i < 3; i++ {
+		id := "e" + strconv.Itoa(i)
+		procs[id] = spawn(t, s, "elect", id)
+	}
+	leader, seen := waitLead(t, s, 0, 10*time.Second)
+
+	killed := time.Now()
+	if err := procs[leader].Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	next, seen := waitLead(t, s, seen, 5*time.Second)
+	crash := time.Since(killed)
+	if next == leader {
+		t.Fatalf("killed leader %s reported leading again", leader)
+	}
+
+	termed := time.Now()
+	if err := procs[next].Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	third, _ := waitLead(t, s, seen, 5*time.Second)
+	handover := time.Since(termed)
+	if third == next || third == leader {
+		t.Fatalf("after %s stopped, %s leads", next, third)
+	}
+	t.Logf("failover after SIGKILL %v (ttl 1s), handover after SIGTERM %v", crash, handover)
+	// A standby that waited for expiry would take the whole 1s ttl.
+	if handover > 500*time.Millisecond {
+		t.Fatalf("handover after SIGTERM took %v: the release did not wake the standby", handover)
+	}
+}
