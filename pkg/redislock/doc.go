@@ -1,0 +1,57 @@
+// Package redislock grants locks and leadership with Redis: on one node, or
+// with the Redlock algorithm on an odd number N of independent nodes, where
+// a lock is held once a majority (N/2+1) grant it. One code path serves
+// every N.
+//
+// # How a lock works
+//
+// Obtain sends SET key value NX PX ttl (inside a script that also counts
+// fencing tokens) to every node at once, each call bounded by
+// Options.NodeTimeout. The value carries a fresh 128-bit random token and
+// the holder's identity (see Value). Refresh extends the ttl by a
+// compare-and-pexpire script and Release deletes the key by a
+// compare-and-delete script: neither ever touches a key that holds another
+// token, and Refresh never re-creates a key that has gone. Watchdog renews
+// a held lock in the background, and Elector campaigns for leadership,
+// sleeping until the holder's key would expire and waking at once when it
+// is released (pub/sub).
+//
+// # What is guaranteed
+//
+//   - One holder (S1): a holder whose acquire or renew was sent at local
+//     monotonic time t0 and succeeded believes it holds the lock (Lock.Valid,
+//     Elector.IsLeader) until at most t0 + ttl - drift, where drift is 1% of
+//     the ttl plus 2ms, and no longer, even when Redis is unreachable or a
+//     call is stuck. Watchdog and Elector step down earlier, at
+//     RenewDeadline. Deadlines use the monotonic clock, so wall-clock jumps
+//     do not move them, and a process that wakes from a pause past its
+//     deadline sees Valid() == false before it can act.
+//   - Own release (S2): renewal and release change a key only while it holds
+//     the caller's token.
+//   - Fencing (S3): each acquisition of a name gets a token (Lock.Fence)
+//     greater than every earlier holder's. In Redlock mode the holder makes
+//     a majority of nodes know its token before it may use it, and any later
+//     majority overlaps that one.
+//   - Liveness (L1): a crashed holder's lock frees itself after the ttl; a
+//     released one wakes waiting Electors within a round trip.
+//
+// # What is not
+//
+// A lock gives mutual exclusion of beliefs, not of effects: a holder that
+// checked Valid and then paused (GC, SIGSTOP, a slow disk) can still act
+// after its lock has passed to another. Systems that must never accept a
+// stale holder's write should check the fencing token.
+//
+// All of the above assumes the nodes keep their data. A node that restarts
+// without persistence, or a failover to an asynchronous replica that had
+// not yet received the key, forgets the lock and its fencing counter: a
+// second holder can then be granted the lock while the first still
+// believes it holds it, and tokens can repeat; in Redlock mode one such
+// node is enough, since it can join a new majority. Run Redis with
+// appendonly yes and appendfsync always for locks that matter, or keep a
+// restarted node out of service for one ttl before clients reach it again.
+//
+// Redlock's safety also rests on the nodes' clocks not running faster than
+// the drift allowance over one ttl; processes' clocks may differ
+// arbitrarily, as only durations measured locally are used.
+package redislock
