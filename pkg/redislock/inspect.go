@@ -2,6 +2,7 @@ package redislock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -37,8 +38,34 @@ type NodeState struct {
 // one wrapping ErrMalformedValue when the holder's value is not ours; the
 // Holder carries what was seen either way.
 func (c *Client) Inspect(ctx context.Context, name string) (Holder, error) {
+	h, _, err := c.inspect(ctx, name)
+	return h, err
+}
+
+// ForceRelease frees the lock called name from its current holder, as an
+// administrator's override for a stuck lock: it reads the value held on
+// the most nodes and compare-and-deletes exactly that value everywhere,
+// so a holder that acquired in between keeps its lock, then wakes the
+// waiting candidates. It frees values this package did not write too. It
+// returns the Holder it found (Identity is "" for a foreign value); the
+// holder learns of the loss at its next renewal.
+func (c *Client) ForceRelease(ctx context.Context, name string) (Holder, error) {
+	h, value, err := c.inspect(ctx, name)
+	if value == "" || (err != nil && !errors.Is(err, ErrMalformedValue)) {
+		return h, err
+	}
+	keys, _ := newAcquisition(name, c.opts.Identity)
+	victim := &Lock{client: c, keys: keys, value: value}
+	if err := c.release(ctx, victim, c.all); err != nil && !errors.Is(err, ErrNotHeld) {
+		return h, fmt.Errorf("force release %q: %w", name, err)
+	}
+	return h, nil
+}
+
+// inspect is Inspect, also returning the holder's raw value.
+func (c *Client) inspect(ctx context.Context, name string) (Holder, string, error) {
 	if err := checkName(name); err != nil {
-		return Holder{}, err
+		return Holder{}, "", err
 	}
 	keys, _ := newAcquisition(name, c.opts.Identity)
 	replies := c.each(ctx, c.all, inspectScript, inspectScript.args(&keys.lock, &keys.fence))
@@ -67,17 +94,17 @@ func (c *Client) Inspect(ctx context.Context, name string) (Holder, error) {
 		h.Nodes = append(h.Nodes, NodeState{Name: c.nodes[i].name, Err: err})
 	}
 	if ok < c.quorum {
-		return h, fmt.Errorf("inspect %q: %d of %d nodes answered: %w", name, ok, len(c.nodes), nodeErrors(ErrNoQuorum, replies))
+		return h, "", fmt.Errorf("inspect %q: %d of %d nodes answered: %w", name, ok, len(c.nodes), nodeErrors(ErrNoQuorum, replies))
 	}
 	if len(holders) <= len(c.nodes)-c.quorum {
-		return h, nil // a majority is free
+		return h, "", nil // a majority is free
 	}
 	seen, err := c.describeHolder(holders)
 	h.Identity, h.FreeIn = seen.identity, seen.free
 	if err != nil {
-		return h, fmt.Errorf("inspect %q: %w", name, err)
+		return h, seen.value, fmt.Errorf("inspect %q: %w", name, err)
 	}
-	return h, nil
+	return h, seen.value, nil
 }
 
 // parseInspect decodes inspect.lua's reply.
@@ -87,6 +114,5 @@ func parseInspect(v any) (heldReply, int64, error) {
 		return heldReply{}, 0, fmt.Errorf("%w: inspect replied %T", ErrMalformedValue, v)
 	}
 	hr, err := parseHeld(a)
-	counter, _ := a[0].(int64)
-	return hr, counter, err
+	return hr, hr.counter, err
 }

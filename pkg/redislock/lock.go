@@ -81,7 +81,9 @@ func (c *Client) Obtain(ctx context.Context, name string, ttl time.Duration) (*L
 
 // held describes the holder a failed acquisition found.
 type held struct {
-	// identity of the holder on a majority, "" if none agrees.
+	// value the holder stored, on the most nodes; identity is parsed
+	// from it, "" if it is not ours to parse.
+	value    string
 	identity string
 	// free is how long until enough of the holder's keys expire for a
 	// majority to be free, if the holder does not renew.
@@ -127,11 +129,18 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, st
 			l.fence = max(l.fence, v)
 		case []any:
 			h, err := parseHeld(v)
-			if err != nil {
+			switch {
+			case err != nil:
 				replies[i].err = fmt.Errorf("%s: %w", c.nodes[i].name, err)
-				continue
+			case h.value == l.value:
+				// Our own SET, applied by an earlier try whose
+				// reply was lost: the key is ours.
+				took = append(took, i)
+				replies[i].val = h.counter
+				l.fence = max(l.fence, h.counter)
+			default:
+				holders = append(holders, h)
 			}
-			holders = append(holders, h)
 		case nil:
 		default:
 			replies[i].err = fmt.Errorf("%s: %w: acquire replied %T", c.nodes[i].name, ErrMalformedValue, v)
@@ -194,20 +203,22 @@ func (c *Client) commitFence(ctx context.Context, l *Lock, took []int, replies [
 
 // heldReply is acquire.lua's answer from a node where the lock was taken.
 type heldReply struct {
-	pttl  time.Duration // negative when the key has no expiry
-	value string
+	counter int64
+	pttl    time.Duration // negative when the key has no expiry
+	value   string
 }
 
 func parseHeld(v []any) (heldReply, error) {
 	if len(v) != 3 {
 		return heldReply{}, fmt.Errorf("%w: acquire replied %d elements, want 3", ErrMalformedValue, len(v))
 	}
-	pttl, ok := v[1].(int64)
-	if !ok {
-		return heldReply{}, fmt.Errorf("%w: acquire replied PTTL %T", ErrMalformedValue, v[1])
+	counter, ok1 := v[0].(int64)
+	pttl, ok2 := v[1].(int64)
+	if !ok1 || !ok2 {
+		return heldReply{}, fmt.Errorf("%w: acquire replied counter %T, PTTL %T", ErrMalformedValue, v[0], v[1])
 	}
 	value, _ := v[2].(string)
-	return heldReply{pttl: time.Duration(pttl) * time.Millisecond, value: value}, nil
+	return heldReply{counter: counter, pttl: time.Duration(pttl) * time.Millisecond, value: value}, nil
 }
 
 // describeHolder tells who holds the lock on the nodes that refused it and
@@ -232,7 +243,7 @@ func (c *Client) describeHolder(hs []heldReply) (held, error) {
 		}
 	}
 	slices.Sort(pttls)
-	h := held{free: pttls[need-1]}
+	h := held{value: top, free: pttls[need-1]}
 	v, err := ParseValue(top)
 	if err != nil {
 		return h, err

@@ -298,3 +298,31 @@ func TestInspectShowsHolderWithoutChangingIt(t *testing.T) {
 		t.Fatalf("Inspect of a dead node: %+v, %v; want ErrNoQuorum and the node's error", h, err)
 	}
 }
+
+func TestForceReleaseFreesAStuckLockAndWakesCandidates(t *testing.T) {
+	s := redistest.Start(t, redisproc.Options{})
+	holder, admin := newClient(t, "stuck", s), newClient(t, "admin", s)
+	ctx := context.Background()
+	l, err := holder.Obtain(ctx, "stuck", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := admin.ForceRelease(ctx, "stuck")
+	if err != nil || h.Identity != "stuck" {
+		t.Fatalf("ForceRelease: %+v, %v; want it to report the holder", h, err)
+	}
+	if err := l.Refresh(ctx); !errors.Is(err, redislock.ErrLockLost) {
+		t.Fatalf("holder's refresh after force release: %v, want ErrLockLost", err)
+	}
+	// Garbage is released too, and a free lock is a no-op.
+	set(t, s, lockKey("stuck"), "garbage")
+	if _, err := admin.ForceRelease(ctx, "stuck"); err != nil {
+		t.Fatalf("ForceRelease of garbage: %v", err)
+	}
+	if got := get(t, s, lockKey("stuck")); got != "" {
+		t.Fatalf("garbage left: %q", got)
+	}
+	if h, err := admin.ForceRelease(ctx, "stuck"); err != nil || h.Identity != "" {
+		t.Fatalf("ForceRelease of a free lock: %+v, %v", h, err)
+	}
+}
