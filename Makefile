@@ -5,7 +5,12 @@ GO ?= go
 # Packages with goroutines run under the race detector; that is all of them.
 GOTEST ?= $(GO) test -race -count=1
 
-.PHONY: all demo test bench fuzz lint fmt vet redis tools
+# Tools build from pinned modules under hack/tools into bin/ (see hack/ensure-tools.sh).
+TOOLS := hack/ensure-tools.sh
+CONTROLLER_GEN = $(shell $(TOOLS) --print controller-gen)
+GOLANGCI_LINT = $(shell $(TOOLS) --print golangci-lint)
+
+.PHONY: all demo test bench fuzz lint fmt vet redis tools generate manifests verify-generated
 
 all: test
 
@@ -13,9 +18,10 @@ all: test
 demo: redis
 	$(GO) run . demo $(DEMO_ARGS)
 
-## test: format and vet checks, then every test against real redis-server processes.
-test: redis fmt vet
-	$(GOTEST) ./...
+## test: format, vet and generated-code checks, then every test against real
+## redis-server processes and a real kube-apiserver + etcd (envtest).
+test: redis tools fmt vet verify-generated
+	KUBEBUILDER_ASSETS=$$($(TOOLS) --print-assets) $(GOTEST) ./...
 	cd test/bench && $(GO) vet ./...
 
 ## bench: our lock against bsm/redislock, redsync, rueidislock and raw go-redis, with a table of ratios.
@@ -25,6 +31,26 @@ bench: redis
 ## fuzz: fuzz the stored-value decoder (FUZZTIME, default 30s).
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParseValue -fuzztime $${FUZZTIME:-30s} ./pkg/redislock/
+
+## generate: deepcopy code for the API types.
+generate:
+	$(CONTROLLER_GEN) object paths=./api/...
+
+## manifests: the CRD and the controller's RBAC role, from the markers.
+manifests:
+	$(CONTROLLER_GEN) crd paths=./api/... output:crd:dir=config/crd/bases
+	$(CONTROLLER_GEN) rbac:roleName=redislock-controller paths=./controllers/... output:rbac:dir=config/rbac
+
+## verify-generated: fail if generate or manifests would change the tree.
+verify-generated: generate manifests
+	@out=$$(git status --porcelain -- api config); if [ -n "$$out" ]; then echo "generated files are stale; run 'make generate manifests' and commit:"; echo "$$out"; exit 1; fi
+
+## lint: golangci-lint with the pinned version and .golangci.yml.
+lint:
+	$(GOLANGCI_LINT) run ./...
+
+tools:
+	@$(TOOLS)
 
 fmt:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

@@ -137,21 +137,21 @@ type RedisLockSpec struct {
 	// +kubebuilder:default="15s"
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="ttl must be positive"
-	TTL metav1.Duration `json:"ttl,omitempty"`
+	TTL *metav1.Duration `json:"ttl,omitempty"`
 	// renewInterval is how often the holder renews, as client-go's
 	// RetryPeriod.
 	// +optional
 	// +kubebuilder:default="2s"
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="renewInterval must be positive"
-	RenewInterval metav1.Duration `json:"renewInterval,omitempty"`
+	RenewInterval *metav1.Duration `json:"renewInterval,omitempty"`
 	// renewDeadline is how long the holder keeps trying to renew before it
 	// steps down, as client-go's RenewDeadline.
 	// +optional
 	// +kubebuilder:default="10s"
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="renewDeadline must be positive"
-	RenewDeadline metav1.Duration `json:"renewDeadline,omitempty"`
+	RenewDeadline *metav1.Duration `json:"renewDeadline,omitempty"`
 	// deletionPolicy says what deleting this object does to the lock in
 	// Redis: Retain leaves it and its holder alone; Release deletes the
 	// current holder's key first, so the holder loses the lock at its next

@@ -54,10 +54,7 @@ func (c *Client) NewElector(o ElectorOptions) (*Elector, error) {
 		return nil, err
 	}
 	o.Timing = o.Timing.withDefaults()
-	if err := o.Timing.validate(); err != nil {
-		return nil, err
-	}
-	if err := c.checkTTL(o.TTL); err != nil {
+	if err := c.CheckTiming(o.Timing); err != nil {
 		return nil, err
 	}
 	if o.OnStartedLeading == nil {

@@ -71,3 +71,15 @@ func validTTL(ttl time.Duration) error {
 	}
 	return nil
 }
+
+// CheckTiming reports whether t, with its zero fields defaulted, suits
+// this Client: an error wrapping ErrInvalidOptions names the broken rule
+// (0 < RenewInterval < RenewDeadline < TTL less drift, TTL in whole
+// milliseconds and longer than NodeTimeout).
+func (c *Client) CheckTiming(t Timing) error {
+	t = t.withDefaults()
+	if err := t.validate(); err != nil {
+		return err
+	}
+	return c.checkTTL(t.TTL)
+}

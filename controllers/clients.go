@@ -1,0 +1,183 @@
+package controllers
+
+import (
+	"context"
+	"strings"
+	"sync"
+
+	"github.com/go-logr/logr"
+	"github.com/redis/go-redis/v9"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	"github.com/redislock/redislock/api/v1alpha1"
+	"github.com/redislock/redislock/internal/redisconn"
+	"github.com/redislock/redislock/pkg/redislock"
+)
+
+// eventsPattern matches every lock's pub/sub channel (see
+// redislock.EventsChannel).
+const eventsPattern = "redislock:{*}:events"
+
+// clientCache shares Redis clients among the RedisLocks with the same
+// connection config, listens to their locks' pub/sub messages, and closes
+// the clients when the last RedisLock using them stops.
+type clientCache struct {
+	log     logr.Logger
+	changed chan<- event.GenericEvent
+
+	mu      sync.Mutex
+	entries map[string]*cacheEntry     // by redisconn.Config.Key
+	users   map[types.NamespacedName]use // which entry each RedisLock uses
+}
+
+type use struct {
+	key, lock string
+}
+
+type cacheEntry struct {
+	lc     *redislock.Client
+	nodes  []redis.UniversalClient
+	subs   []*redis.PubSub
+	done   chan struct{} // closed when the entry closes
+	wg     sync.WaitGroup
+	byLock map[string]map[types.NamespacedName]bool // lock name -> RedisLocks
+}
+
+func newClientCache(log logr.Logger, changed chan<- event.GenericEvent) *clientCache {
+	return &clientCache{log: log, changed: changed, entries: map[string]*cacheEntry{}, users: map[types.NamespacedName]use{}}
+}
+
+// get returns the lock client for cfg and records that nn watches lock.
+func (c *clientCache) get(nn types.NamespacedName, cfg redisconn.Config, lock string) (*redislock.Client, error) {
+	key := cfg.Key()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if u, ok := c.users[nn]; ok && u != (use{key, lock}) {
+		if old := c.detach(nn, u); old != nil {
+			go old.close()
+		}
+	}
+	e := c.entries[key]
+	if e == nil {
+		var err error
+		if e, err = c.open(cfg); err != nil {
+			return nil, err
+		}
+		c.entries[key] = e
+	}
+	if e.byLock[lock] == nil {
+		e.byLock[lock] = map[types.NamespacedName]bool{}
+	}
+	e.byLock[lock][nn] = true
+	c.users[nn] = use{key, lock}
+	return e.lc, nil
+}
+
+// forget records that nn no longer watches anything.
+func (c *clientCache) forget(nn types.NamespacedName) {
+	c.mu.Lock()
+	var unused *cacheEntry
+	if u, ok := c.users[nn]; ok {
+		unused = c.detach(nn, u)
+	}
+	c.mu.Unlock()
+	if unused != nil {
+		unused.close()
+	}
+}
+
+// detach removes nn from its entry and returns the entry if nothing uses
+// it any more, for the caller to close without c.mu held. c.mu is held.
+func (c *clientCache) detach(nn types.NamespacedName, u use) *cacheEntry {
+	delete(c.users, nn)
+	e := c.entries[u.key]
+	if e == nil {
+		return nil
+	}
+	delete(e.byLock[u.lock], nn)
+	if len(e.byLock[u.lock]) == 0 {
+		delete(e.byLock, u.lock)
+	}
+	if len(e.byLock) > 0 {
+		return nil
+	}
+	delete(c.entries, u.key)
+	return e
+}
+
+// closeAll closes every entry, when the controller stops.
+func (c *clientCache) closeAll() {
+	c.mu.Lock()
+	entries := c.entries
+	c.entries, c.users = map[string]*cacheEntry{}, map[types.NamespacedName]use{}
+	c.mu.Unlock()
+	for _, e := range entries {
+		e.close()
+	}
+}
+
+// open dials the clients of cfg and listens for lock events on each node.
+// c.mu is held.
+func (c *clientCache) open(cfg redisconn.Config) (*cacheEntry, error) {
+	nodes := cfg.Clients()
+	lc, err := redislock.New(nodes, &redislock.Options{Identity: "redislock-controller", NodeTimeout: cfg.NodeTimeout, Logger: c.log})
+	if err != nil {
+		for _, n := range nodes {
+			_ = n.Close()
+		}
+		return nil, err
+	}
+	e := &cacheEntry{lc: lc, nodes: nodes, done: make(chan struct{}), byLock: map[string]map[types.NamespacedName]bool{}}
+	for _, n := range nodes {
+		// go-redis reconnects and resubscribes by itself after faults.
+		sub := n.PSubscribe(context.Background(), eventsPattern)
+		e.subs = append(e.subs, sub)
+		e.wg.Add(1)
+		go func() {
+			defer e.wg.Done()
+			for msg := range sub.Channel() {
+				c.notify(e, msg.Channel)
+			}
+		}()
+	}
+	return e, nil
+}
+
+// notify enqueues the RedisLocks that watch the lock of channel.
+func (c *clientCache) notify(e *cacheEntry, channel string) {
+	lock, ok := strings.CutPrefix(channel, "redislock:{")
+	if !ok {
+		return
+	}
+	lock, ok = strings.CutSuffix(lock, "}:events")
+	if !ok {
+		return
+	}
+	c.mu.Lock()
+	var targets []types.NamespacedName
+	for nn := range e.byLock[lock] {
+		targets = append(targets, nn)
+	}
+	c.mu.Unlock()
+	for _, nn := range targets {
+		ev := event.GenericEvent{Object: &v1alpha1.RedisLock{ObjectMeta: metav1.ObjectMeta{Namespace: nn.Namespace, Name: nn.Name}}}
+		select {
+		case c.changed <- ev:
+		case <-e.done:
+			return
+		}
+	}
+}
+
+func (e *cacheEntry) close() {
+	close(e.done)
+	for _, s := range e.subs {
+		_ = s.Close()
+	}
+	e.wg.Wait()
+	for _, n := range e.nodes {
+		_ = n.Close()
+	}
+}

@@ -1,0 +1,42 @@
+package controllers
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// Metrics on controller-runtime's registry.
+var (
+	holderInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "redislock_holder_info",
+		Help: "1 for the current holder of each RedisLock; no series while the lock is free.",
+	}, []string{"namespace", "name", "holder"})
+	transitionsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "redislock_observed_transitions_total",
+		Help: "Holder changes the controller saw, per RedisLock.",
+	}, []string{"namespace", "name"})
+	redisErrorsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "redislock_redis_errors_total",
+		Help: "Failed inspections of a RedisLock's Redis, by reason.",
+	}, []string{"namespace", "name", "reason"})
+)
+
+func init() {
+	metrics.Registry.MustRegister(holderInfo, transitionsTotal, redisErrorsTotal)
+}
+
+// setHolderMetric makes holder the one holder series of the lock.
+func setHolderMetric(namespace, name, holder string) {
+	holderInfo.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "name": name})
+	if holder != "" {
+		holderInfo.WithLabelValues(namespace, name, holder).Set(1)
+	}
+}
+
+// forgetMetrics drops every series of a deleted RedisLock.
+func forgetMetrics(namespace, name string) {
+	l := prometheus.Labels{"namespace": namespace, "name": name}
+	holderInfo.DeletePartialMatch(l)
+	transitionsTotal.DeletePartialMatch(l)
+	redisErrorsTotal.DeletePartialMatch(l)
+}

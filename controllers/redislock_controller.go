@@ -1,0 +1,263 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/redislock/redislock/api/v1alpha1"
+	"github.com/redislock/redislock/internal/redisconn"
+	"github.com/redislock/redislock/pkg/redislock"
+)
+
+const (
+	// Finalizer is set on RedisLocks whose deletionPolicy is Release, so
+	// the controller can release the key before the object goes.
+	Finalizer = "redislock.io/release-on-delete"
+	// ForceReleaseAnnotation asks the controller to free the lock from its
+	// current holder once; the controller removes it when done.
+	ForceReleaseAnnotation = "redislock.io/force-release"
+	// secretIndex indexes RedisLocks by the Secrets they name.
+	secretIndex = ".spec.redis.secretNames"
+)
+
+// Event reasons.
+const (
+	EventLeaderChanged    = "LeaderChanged"
+	EventRedisUnreachable = "RedisUnreachable"
+	EventForceReleased    = "ForceReleased"
+	EventReleasedOnDelete = "ReleasedOnDelete"
+	EventInvalidSpec      = "InvalidSpec"
+)
+
+// RedisLockReconciler reflects each RedisLock's live holder into its
+// status.
+type RedisLockReconciler struct {
+	client.Client
+	Recorder events.EventRecorder
+	// Resync is the longest time between two inspections of a lock.
+	// Default: 30s.
+	Resync time.Duration
+
+	clients *clientCache
+}
+
+// +kubebuilder:rbac:groups=redislock.io,resources=redislocks,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=redislock.io,resources=redislocks/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=redislock.io,resources=redislocks/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconcile reads one RedisLock's lock from Redis and updates its status
+// when something visible changed.
+func (r *RedisLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	log := logf.FromContext(ctx)
+	var rl v1alpha1.RedisLock
+	if err := r.Get(ctx, req.NamespacedName, &rl); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.clients.forget(req.NamespacedName)
+			forgetMetrics(req.Namespace, req.Name)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("get redislock: %w", err)
+	}
+	if !rl.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.finalize(ctx, &rl)
+	}
+	if want := rl.Spec.DeletionPolicy == v1alpha1.DeletionRelease; want != controllerutil.ContainsFinalizer(&rl, Finalizer) {
+		if want {
+			controllerutil.AddFinalizer(&rl, Finalizer)
+		} else {
+			controllerutil.RemoveFinalizer(&rl, Finalizer)
+		}
+		if err := r.Update(ctx, &rl); err != nil {
+			return ctrl.Result{}, fmt.Errorf("update finalizers: %w", err)
+		}
+	}
+
+	before := rl.Status.DeepCopy()
+	lc, err := r.lockClient(ctx, &rl)
+	if err != nil {
+		setUnusable(&rl, err)
+		r.Recorder.Eventf(&rl, nil, corev1.EventTypeWarning, EventInvalidSpec, "Connect", "%v", err)
+		log.Info("cannot use spec", "reason", reasonFor(err), "error", err.Error())
+		return r.writeStatus(ctx, &rl, before, ctrl.Result{RequeueAfter: r.Resync}, nil)
+	}
+	name := redisconn.LockName(&rl)
+	if _, ok := rl.Annotations[ForceReleaseAnnotation]; ok {
+		if err := r.forceRelease(ctx, &rl, lc, name); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+
+	h, err := lc.Inspect(ctx, name)
+	prev := rl.Status.HolderIdentity
+	if applyHolder(&rl, h, err, time.Now()) {
+		log.Info("holder changed", "from", prev, "to", rl.Status.HolderIdentity, "fence", h.Fence)
+		r.Recorder.Eventf(&rl, nil, corev1.EventTypeNormal, EventLeaderChanged, "Observe", "holder changed from %q to %q", prev, rl.Status.HolderIdentity)
+		if prev != "" && rl.Status.HolderIdentity != "" {
+			transitionsTotal.WithLabelValues(rl.Namespace, rl.Name).Inc()
+		}
+		setHolderMetric(rl.Namespace, rl.Name, rl.Status.HolderIdentity)
+	}
+	var failure error
+	if err != nil {
+		redisErrorsTotal.WithLabelValues(rl.Namespace, rl.Name, reasonFor(err)).Inc()
+		if errors.Is(err, redislock.ErrNoQuorum) {
+			r.Recorder.Eventf(&rl, nil, corev1.EventTypeWarning, EventRedisUnreachable, "Inspect", "%v", err)
+			// Requeue with the controller's backoff until Redis answers.
+			failure = fmt.Errorf("inspect lock %q: %w", name, err)
+		}
+	}
+	// Look again when the holder's key would expire, in case it crashed:
+	// expiry sends no message.
+	next := r.Resync
+	if h.Identity != "" && h.FreeIn > 0 && h.FreeIn < next {
+		next = h.FreeIn + 10*time.Millisecond
+	}
+	return r.writeStatus(ctx, &rl, before, ctrl.Result{RequeueAfter: next}, failure)
+}
+
+// lockClient resolves the spec and returns the shared lock client for it.
+func (r *RedisLockReconciler) lockClient(ctx context.Context, rl *v1alpha1.RedisLock) (*redislock.Client, error) {
+	cfg, err := redisconn.Resolve(ctx, r, rl)
+	if err != nil {
+		return nil, err
+	}
+	lc, err := r.clients.get(client.ObjectKeyFromObject(rl), cfg, redisconn.LockName(rl))
+	if err != nil {
+		return nil, err
+	}
+	// The engine checks what the API server's rules cannot: the drift
+	// allowance and whole milliseconds.
+	if err := lc.CheckTiming(redisconn.Timing(rl)); err != nil {
+		return nil, err
+	}
+	return lc, nil
+}
+
+// writeStatus patches the status if it differs from before, and returns
+// res and failure.
+func (r *RedisLockReconciler) writeStatus(ctx context.Context, rl *v1alpha1.RedisLock, before *v1alpha1.RedisLockStatus, res ctrl.Result, failure error) (ctrl.Result, error) {
+	rl.Status.ObservedGeneration = rl.Generation
+	if equality.Semantic.DeepEqual(before, &rl.Status) {
+		return res, failure
+	}
+	if err := r.Status().Update(ctx, rl); err != nil {
+		return ctrl.Result{}, errors.Join(failure, fmt.Errorf("update status: %w", err))
+	}
+	return res, failure
+}
+
+// forceRelease frees the lock once and removes the annotation.
+func (r *RedisLockReconciler) forceRelease(ctx context.Context, rl *v1alpha1.RedisLock, lc *redislock.Client, name string) error {
+	h, err := lc.ForceRelease(ctx, name)
+	if err != nil {
+		return fmt.Errorf("force release %q: %w", name, err)
+	}
+	logf.FromContext(ctx).Info("force-released lock", "lock", name, "holder", h.Identity, "by", rl.Annotations[ForceReleaseAnnotation])
+	r.Recorder.Eventf(rl, nil, corev1.EventTypeNormal, EventForceReleased, "ForceRelease", "released lock %q from holder %q as annotation %s asked", name, h.Identity, ForceReleaseAnnotation)
+	status := rl.Status.DeepCopy()
+	delete(rl.Annotations, ForceReleaseAnnotation)
+	if err := r.Update(ctx, rl); err != nil {
+		return fmt.Errorf("remove %s annotation: %w", ForceReleaseAnnotation, err)
+	}
+	rl.Status = *status
+	return nil
+}
+
+// finalize releases the lock of a RedisLock being deleted with the Release
+// policy, then lets it go.
+func (r *RedisLockReconciler) finalize(ctx context.Context, rl *v1alpha1.RedisLock) error {
+	if !controllerutil.ContainsFinalizer(rl, Finalizer) {
+		return nil
+	}
+	lc, err := r.lockClient(ctx, rl)
+	if err == nil {
+		var h redislock.Holder
+		h, err = lc.ForceRelease(ctx, redisconn.LockName(rl))
+		if err == nil {
+			r.Recorder.Eventf(rl, nil, corev1.EventTypeNormal, EventReleasedOnDelete, "Delete", "released lock from holder %q before deletion", h.Identity)
+		}
+	}
+	if err != nil && !errors.Is(err, redisconn.ErrSecret) && !errors.Is(err, redislock.ErrInvalidOptions) {
+		// Redis down: retry with backoff rather than leave the key.
+		return fmt.Errorf("release on delete: %w", err)
+	}
+	r.clients.forget(client.ObjectKeyFromObject(rl))
+	controllerutil.RemoveFinalizer(rl, Finalizer)
+	if err := r.Update(ctx, rl); err != nil {
+		return fmt.Errorf("remove finalizer: %w", err)
+	}
+	return nil
+}
+
+// SetupWithManager registers the controller: it watches RedisLocks, the
+// Secrets they name, and the lock events from Redis.
+func (r *RedisLockReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Resync == 0 {
+		r.Resync = 30 * time.Second
+	}
+	changed := make(chan event.GenericEvent, 1024)
+	r.clients = newClientCache(mgr.GetLogger().WithName("redis"), changed)
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		<-ctx.Done()
+		r.clients.closeAll()
+		return nil
+	})); err != nil {
+		return err
+	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.RedisLock{}, secretIndex, secretNames); err != nil {
+		return fmt.Errorf("index secrets: %w", err)
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1alpha1.RedisLock{}).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.locksUsingSecret)).
+		WatchesRawSource(source.Channel(changed, &handler.EnqueueRequestForObject{})).
+		Named("redislock").
+		Complete(r)
+}
+
+// secretNames lists the Secrets a RedisLock reads.
+func secretNames(o client.Object) []string {
+	c := o.(*v1alpha1.RedisLock).Spec.Redis
+	var names []string
+	for _, ref := range []*v1alpha1.SecretKeyRef{c.UsernameSecretRef, c.PasswordSecretRef} {
+		if ref != nil {
+			names = append(names, ref.Name)
+		}
+	}
+	if c.TLS != nil && c.TLS.CASecretRef != nil {
+		names = append(names, c.TLS.CASecretRef.Name)
+	}
+	return names
+}
+
+func (r *RedisLockReconciler) locksUsingSecret(ctx context.Context, s client.Object) []reconcile.Request {
+	var list v1alpha1.RedisLockList
+	if err := r.List(ctx, &list, client.InNamespace(s.GetNamespace()), client.MatchingFields{secretIndex: s.GetName()}); err != nil {
+		logf.FromContext(ctx).Error(err, "list RedisLocks using Secret", "secret", s.GetName())
+		return nil
+	}
+	reqs := make([]reconcile.Request, len(list.Items))
+	for i := range list.Items {
+		reqs[i] = reconcile.Request{NamespacedName: types.NamespacedName{Namespace: list.Items[i].Namespace, Name: list.Items[i].Name}}
+	}
+	return reqs
+}

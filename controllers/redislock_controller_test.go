@@ -1,0 +1,371 @@
+package controllers_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/redislock/redislock/api/v1alpha1"
+	"github.com/redislock/redislock/controllers"
+	"github.com/redislock/redislock/internal/redisproc"
+	"github.com/redislock/redislock/internal/redistest"
+	"github.com/redislock/redislock/pkg/redislock"
+)
+
+var nsCount atomic.Int32
+
+// namespace creates a fresh namespace for one test.
+func namespace(t *testing.T) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("t%d-%d", nsCount.Add(1), time.Now().UnixNano()%100000)}}
+	if err := k8s.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	return ns.Name
+}
+
+// redisLock returns a RedisLock on addrs with a short ttl.
+func redisLock(ns, name string, mode v1alpha1.RedisMode, addrs ...string) *v1alpha1.RedisLock {
+	return &v1alpha1.RedisLock{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1alpha1.RedisLockSpec{
+			Redis:         v1alpha1.RedisConnection{Mode: mode, Addrs: addrs},
+			TTL:           &metav1.Duration{Duration: 2 * time.Second},
+			RenewInterval: &metav1.Duration{Duration: 200 * time.Millisecond},
+			RenewDeadline: &metav1.Duration{Duration: 1200 * time.Millisecond},
+		},
+	}
+}
+
+func create(t *testing.T, objs ...client.Object) {
+	t.Helper()
+	for _, o := range objs {
+		if err := k8s.Create(context.Background(), o); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// waitLock polls the RedisLock through the live client until cond holds.
+func waitLock(t *testing.T, rl *v1alpha1.RedisLock, timeout time.Duration, what string, cond func(*v1alpha1.RedisLock) bool) *v1alpha1.RedisLock {
+	t.Helper()
+	var got v1alpha1.RedisLock
+	deadline := time.Now().Add(timeout)
+	for {
+		err := k8s.Get(context.Background(), client.ObjectKeyFromObject(rl), &got)
+		if err == nil && cond(&got) {
+			return &got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s; last: %v %+v", timeout, what, err, got.Status)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func condition(rl *v1alpha1.RedisLock, typ string) metav1.Condition {
+	if c := meta.FindStatusCondition(rl.Status.Conditions, typ); c != nil {
+		return *c
+	}
+	return metav1.Condition{}
+}
+
+func isCond(typ string, status metav1.ConditionStatus, reason string) func(*v1alpha1.RedisLock) bool {
+	return func(rl *v1alpha1.RedisLock) bool {
+		c := condition(rl, typ)
+		return c.Status == status && c.Reason == reason
+	}
+}
+
+// holder returns a lock client for the RedisLock's lock, named identity.
+func holder(t *testing.T, identity string, servers ...*redisproc.Server) *redislock.Client {
+	t.Helper()
+	c, err := redislock.New(redistest.Clients(t, servers...), &redislock.Options{Identity: identity})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestCreateFillsDefaults(t *testing.T) {
+	ns := namespace(t)
+	rl := &v1alpha1.RedisLock{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "minimal"},
+		Spec:       v1alpha1.RedisLockSpec{Redis: v1alpha1.RedisConnection{Addrs: []string{"redis:6379"}}},
+	}
+	create(t, rl)
+	var got v1alpha1.RedisLock
+	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(rl), &got); err != nil {
+		t.Fatal(err)
+	}
+	s := got.Spec
+	if s.Redis.Mode != v1alpha1.ModeStandalone || s.TTL == nil || s.TTL.Duration != 15*time.Second || s.RenewInterval == nil || s.RenewInterval.Duration != 2*time.Second ||
+		s.RenewDeadline == nil || s.RenewDeadline.Duration != 10*time.Second || s.DeletionPolicy != v1alpha1.DeletionRetain ||
+		s.Redis.NodeTimeout == nil || s.Redis.NodeTimeout.Duration != 200*time.Millisecond || s.Redis.DB == nil || *s.Redis.DB != 0 {
+		t.Fatalf("defaults not filled in: %+v", s)
+	}
+}
+
+func TestInvalidSpecsAreRejectedNamingTheField(t *testing.T) {
+	ns := namespace(t)
+	cases := []struct {
+		name string
+		edit func(*v1alpha1.RedisLock)
+		want string
+	}{
+		{"even redlock", func(rl *v1alpha1.RedisLock) {
+			rl.Spec.Redis.Mode, rl.Spec.Redis.Addrs = v1alpha1.ModeRedlock, []string{"a:1", "b:1"}
+		}, "Redlock mode needs an odd number of addrs"},
+		{"two standalone addrs", func(rl *v1alpha1.RedisLock) { rl.Spec.Redis.Addrs = []string{"a:1", "b:1"} }, "exactly one address"},
+		{"deadline not below ttl", func(rl *v1alpha1.RedisLock) { rl.Spec.RenewDeadline.Duration = 2 * time.Second }, "spec.renewDeadline: Invalid value"},
+		{"interval not below deadline", func(rl *v1alpha1.RedisLock) { rl.Spec.RenewInterval.Duration = 1500 * time.Millisecond }, "spec.renewInterval: Invalid value"},
+		{"address without port", func(rl *v1alpha1.RedisLock) { rl.Spec.Redis.Addrs = []string{"redis"} }, "spec.redis.addrs[0]"},
+		{"brace in lock name", func(rl *v1alpha1.RedisLock) { rl.Spec.LockName = "a{b}" }, "spec.lockName"},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rl := redisLock(ns, fmt.Sprintf("bad-%d", i), v1alpha1.ModeStandalone, "redis:6379")
+			tc.edit(rl)
+			err := k8s.Create(context.Background(), rl)
+			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v; want Invalid saying %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestStatusFollowsHolderQuicklyAndOnlyOnChange(t *testing.T) {
+	s := redistest.Start(t, redisproc.Options{})
+	ns := namespace(t)
+	rl := redisLock(ns, "leader", v1alpha1.ModeStandalone, s.Addr)
+	create(t, rl)
+	waitLock(t, rl, 10*time.Second, "Ready and free", func(got *v1alpha1.RedisLock) bool {
+		return isCond(v1alpha1.ConditionReady, metav1.ConditionTrue, controllers.ReasonReady)(got) &&
+			isCond(v1alpha1.ConditionHeld, metav1.ConditionFalse, controllers.ReasonFree)(got)
+	})
+	name := ns + "/leader"
+	ctx := context.Background()
+	var lags []time.Duration
+	for i := 0; i < 20; i++ {
+		who := fmt.Sprintf("pod-%d", i)
+		l, err := holder(t, who, s).Obtain(ctx, name, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		got := waitLock(t, rl, 5*time.Second, "holder "+who, func(got *v1alpha1.RedisLock) bool { return got.Status.HolderIdentity == who })
+		lags = append(lags, time.Since(start))
+		if got.Status.FencingToken != l.Fence() || got.Status.LeaderTransitions != int32(i) || got.Status.AcquireTime == nil {
+			t.Fatalf("status after holder %d: %+v; want fence %d, %d transitions, an acquire time", i, got.Status, l.Fence(), i)
+		}
+		if i == 19 {
+			// Renewals are invisible: they must not write status.
+			rv := got.ResourceVersion
+			held, stop, err := l.Watchdog(ctx, 100*time.Millisecond, time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(2 * resync)
+			if err := stop(); err != nil || held.Err() == nil {
+				t.Fatalf("watchdog: %v", err)
+			}
+			var now v1alpha1.RedisLock
+			if err := k8s.Get(ctx, client.ObjectKeyFromObject(rl), &now); err != nil {
+				t.Fatal(err)
+			}
+			if now.ResourceVersion != rv {
+				t.Fatalf("status written while only renewals happened: %+v", now.Status)
+			}
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		waitLock(t, rl, 5*time.Second, "free after release", func(got *v1alpha1.RedisLock) bool { return got.Status.HolderIdentity == "" })
+	}
+	slices.Sort(lags)
+	p99 := lags[len(lags)*99/100]
+	t.Logf("holder change to status: median %v, p99 %v over %d changes", lags[len(lags)/2], p99, len(lags))
+	if p99 > time.Second {
+		t.Fatalf("p99 lag %v; want within 1s, which only the pub/sub path gives (resync is %v)", p99, resync)
+	}
+}
+
+func TestCrashedHolderClearsAtExpiry(t *testing.T) {
+	s := redistest.Start(t, redisproc.Options{})
+	ns := namespace(t)
+	rl := redisLock(ns, "crash", v1alpha1.ModeStandalone, s.Addr)
+	create(t, rl)
+	// A holder that never renews nor releases: a crash.
+	if _, err := holder(t, "crasher", s).Obtain(context.Background(), ns+"/crash", 1500*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	waitLock(t, rl, 5*time.Second, "the holder", func(got *v1alpha1.RedisLock) bool { return got.Status.HolderIdentity == "crasher" })
+	// No message announces an expiry; the controller looks again when the
+	// key is due to expire, well before its resync.
+	waitLock(t, rl, resync, "free after expiry", func(got *v1alpha1.RedisLock) bool { return got.Status.HolderIdentity == "" })
+}
+
+func TestForceReleaseAnnotation(t *testing.T) {
+	s := redistest.Start(t, redisproc.Options{})
+	ns := namespace(t)
+	rl := redisLock(ns, "stuck", v1alpha1.ModeStandalone, s.Addr)
+	create(t, rl)
+	ctx := context.Background()
+	l, err := holder(t, "stuck-pod", s).Obtain(ctx, ns+"/stuck", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := waitLock(t, rl, 5*time.Second, "the holder", func(got *v1alpha1.RedisLock) bool { return got.Status.HolderIdentity == "stuck-pod" })
+	got.Annotations = map[string]string{controllers.ForceReleaseAnnotation: "admin"}
+	if err := k8s.Update(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	waitLock(t, rl, 5*time.Second, "release and annotation removed", func(got *v1alpha1.RedisLock) bool {
+		_, still := got.Annotations[controllers.ForceReleaseAnnotation]
+		return got.Status.HolderIdentity == "" && !still
+	})
+	if err := l.Refresh(ctx); !errors.Is(err, redislock.ErrLockLost) {
+		t.Fatalf("holder after force release: %v, want ErrLockLost", err)
+	}
+	waitEvent(t, ns, "stuck", controllers.EventForceReleased)
+}
+
+func waitEvent(t *testing.T, ns, name, reason string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var list eventsv1.EventList
+		if err := k8s.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range list.Items {
+			if e.Regarding.Name == name && e.Reason == reason {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s event on %s/%s", reason, ns, name)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestDeletionPolicy(t *testing.T) {
+	s := redistest.Start(t, redisproc.Options{})
+	ns := namespace(t)
+	ctx := context.Background()
+	rc := s.Client()
+	defer func() { _ = rc.Close() }()
+	for _, policy := range []v1alpha1.DeletionPolicy{v1alpha1.DeletionRetain, v1alpha1.DeletionRelease} {
+		t.Run(string(policy), func(t *testing.T) {
+			name := strings.ToLower(string(policy))
+			rl := redisLock(ns, name, v1alpha1.ModeStandalone, s.Addr)
+			rl.Spec.DeletionPolicy = policy
+			create(t, rl)
+			if _, err := holder(t, "pod", s).Obtain(ctx, ns+"/"+name, time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			got := waitLock(t, rl, 5*time.Second, "the holder", func(got *v1alpha1.RedisLock) bool { return got.Status.HolderIdentity == "pod" })
+			if has := slices.Contains(got.Finalizers, controllers.Finalizer); has != (policy == v1alpha1.DeletionRelease) {
+				t.Fatalf("finalizers %v with policy %s", got.Finalizers, policy)
+			}
+			if err := k8s.Delete(ctx, got); err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for err := k8s.Get(ctx, client.ObjectKeyFromObject(rl), got); !apierrors.IsNotFound(err); err = k8s.Get(ctx, client.ObjectKeyFromObject(rl), got) {
+				if time.Now().After(deadline) {
+					t.Fatalf("RedisLock not gone: %v", err)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			n, err := rc.Exists(ctx, "redislock:{"+ns+"/"+name+"}").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := map[v1alpha1.DeletionPolicy]int64{v1alpha1.DeletionRetain: 1, v1alpha1.DeletionRelease: 0}[policy]; n != want {
+				t.Fatalf("key exists %d after delete with %s, want %d", n, policy, want)
+			}
+		})
+	}
+}
+
+func TestBadSecretAndWrongPassword(t *testing.T) {
+	s := redistest.Start(t, redisproc.Options{Password: "right"})
+	ns := namespace(t)
+	rl := redisLock(ns, "auth", v1alpha1.ModeStandalone, s.Addr)
+	rl.Spec.Redis.PasswordSecretRef = &v1alpha1.SecretKeyRef{Name: "redis-auth", Key: "password"}
+	create(t, rl)
+	got := waitLock(t, rl, 5*time.Second, "SecretNotFound", isCond(v1alpha1.ConditionReady, metav1.ConditionFalse, controllers.ReasonSecretNotFound))
+	if msg := condition(got, v1alpha1.ConditionReady).Message; !strings.Contains(msg, "spec.redis.passwordSecretRef") || !strings.Contains(msg, "redis-auth") {
+		t.Fatalf("message %q does not name the field and Secret", msg)
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "redis-auth"}, Data: map[string][]byte{"password": []byte("wrong")}}
+	create(t, secret)
+	got = waitLock(t, rl, 5*time.Second, "NoQuorum from a wrong password", isCond(v1alpha1.ConditionReady, metav1.ConditionFalse, controllers.ReasonNoQuorum))
+	if msg := condition(got, v1alpha1.ConditionRedisReachable).Message; !strings.Contains(msg, "WRONGPASS") {
+		t.Fatalf("RedisReachable message %q does not say WRONGPASS", msg)
+	}
+	secret.Data["password"] = []byte("right")
+	if err := k8s.Update(context.Background(), secret); err != nil {
+		t.Fatal(err)
+	}
+	waitLock(t, rl, 10*time.Second, "Ready once the password is right", isCond(v1alpha1.ConditionReady, metav1.ConditionTrue, controllers.ReasonReady))
+}
+
+func TestRedisDownAndGarbage(t *testing.T) {
+	s := redistest.Start(t, redisproc.Options{})
+	ns := namespace(t)
+	rl := redisLock(ns, "faults", v1alpha1.ModeStandalone, s.Addr)
+	create(t, rl)
+	waitLock(t, rl, 5*time.Second, "Ready", isCond(v1alpha1.ConditionReady, metav1.ConditionTrue, controllers.ReasonReady))
+
+	rc := s.Client()
+	defer func() { _ = rc.Close() }()
+	if err := rc.Set(context.Background(), "redislock:{"+ns+"/faults}", "garbage", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitLock(t, rl, 2*resync, "MalformedValue", isCond(v1alpha1.ConditionReady, metav1.ConditionFalse, controllers.ReasonMalformedValue))
+
+	s.Kill()
+	got := waitLock(t, rl, 3*resync, "RedisReachable False", isCond(v1alpha1.ConditionRedisReachable, metav1.ConditionFalse, controllers.ReasonNoQuorum))
+	if c := condition(got, v1alpha1.ConditionReady); c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, s.Addr) {
+		t.Fatalf("Ready %+v; want False naming %s", c, s.Addr)
+	}
+	waitEvent(t, ns, "faults", controllers.EventRedisUnreachable)
+}
+
+func TestRedlockNodesInStatus(t *testing.T) {
+	servers := redistest.StartN(t, 3)
+	ns := namespace(t)
+	rl := redisLock(ns, "quorum", v1alpha1.ModeRedlock, servers[0].Addr, servers[1].Addr, servers[2].Addr)
+	create(t, rl)
+	if _, err := holder(t, "pod", servers...).Obtain(context.Background(), ns+"/quorum", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	waitLock(t, rl, 5*time.Second, "holder and 3 reachable nodes", func(got *v1alpha1.RedisLock) bool {
+		return got.Status.HolderIdentity == "pod" && len(got.Status.Nodes) == 3 && got.Status.Nodes[0].Reachable && got.Status.Nodes[2].Reachable
+	})
+	servers[1].Kill()
+	got := waitLock(t, rl, 3*resync, "node 1 unreachable", func(got *v1alpha1.RedisLock) bool {
+		return len(got.Status.Nodes) == 3 && !got.Status.Nodes[1].Reachable
+	})
+	if got.Status.HolderIdentity != "pod" || condition(got, v1alpha1.ConditionReady).Status != metav1.ConditionTrue || got.Status.Nodes[1].Message == "" {
+		t.Fatalf("with one of three nodes down: %+v; want still held and Ready, with the node's error", got.Status)
+	}
+}
+
+var _ = redis.Nil

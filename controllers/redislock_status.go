@@ -1,0 +1,121 @@
+package controllers
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/redislock/redislock/api/v1alpha1"
+	"github.com/redislock/redislock/internal/redisconn"
+	"github.com/redislock/redislock/pkg/redislock"
+)
+
+// Condition reasons.
+const (
+	ReasonReady          = "Ready"
+	ReasonInvalidSpec    = "InvalidSpec"
+	ReasonSecretNotFound = "SecretNotFound"
+	ReasonNoQuorum       = "NoQuorum"
+	ReasonMalformedValue = "MalformedValue"
+	ReasonHeld           = "Held"
+	ReasonFree           = "Free"
+	ReasonUnknown        = "Unknown"
+	ReasonReachable      = "Reachable"
+)
+
+// setCondition sets one condition at the object's generation.
+func setCondition(rl *v1alpha1.RedisLock, typ string, ok bool, reason, msg string) {
+	s := metav1.ConditionFalse
+	if ok {
+		s = metav1.ConditionTrue
+	}
+	meta.SetStatusCondition(&rl.Status.Conditions, metav1.Condition{
+		Type: typ, Status: s, Reason: reason, Message: msg, ObservedGeneration: rl.Generation,
+	})
+}
+
+// reasonFor names the condition reason of an error.
+func reasonFor(err error) string {
+	switch {
+	case errors.Is(err, redisconn.ErrSecret):
+		return ReasonSecretNotFound
+	case errors.Is(err, redisconn.ErrInvalid), errors.Is(err, redislock.ErrInvalidOptions):
+		return ReasonInvalidSpec
+	case errors.Is(err, redislock.ErrNoQuorum):
+		return ReasonNoQuorum
+	case errors.Is(err, redislock.ErrMalformedValue):
+		return ReasonMalformedValue
+	}
+	return ReasonUnknown
+}
+
+// setUnusable records that the spec or its Secrets cannot be used: Redis
+// was not asked, so reachability and holder are unknown.
+func setUnusable(rl *v1alpha1.RedisLock, err error) {
+	reason := reasonFor(err)
+	setCondition(rl, v1alpha1.ConditionReady, false, reason, err.Error())
+	meta.SetStatusCondition(&rl.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionRedisReachable, Status: metav1.ConditionUnknown, Reason: reason, Message: "Redis not contacted: " + reason, ObservedGeneration: rl.Generation})
+	meta.SetStatusCondition(&rl.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionHeld, Status: metav1.ConditionUnknown, Reason: reason, Message: "Redis not contacted: " + reason, ObservedGeneration: rl.Generation})
+}
+
+// applyHolder folds what Inspect saw (h, err) into the status and reports
+// whether the holder changed. now stamps acquireTime for a new holder;
+// leaderTransitions counts new holders after the first, as a Lease does.
+func applyHolder(rl *v1alpha1.RedisLock, h redislock.Holder, err error, now time.Time) (changed bool) {
+	st := &rl.Status
+	st.Nodes = nil
+	if rl.Spec.Redis.Mode == v1alpha1.ModeRedlock {
+		for i, n := range h.Nodes {
+			ns := v1alpha1.NodeStatus{Address: rl.Spec.Redis.Addrs[i], Reachable: n.Err == nil}
+			if n.Err != nil {
+				ns.Message = n.Err.Error()
+			}
+			st.Nodes = append(st.Nodes, ns)
+		}
+	}
+	if errors.Is(err, redislock.ErrNoQuorum) {
+		setCondition(rl, v1alpha1.ConditionReady, false, ReasonNoQuorum, err.Error())
+		setCondition(rl, v1alpha1.ConditionRedisReachable, false, ReasonNoQuorum, err.Error())
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: v1alpha1.ConditionHeld, Status: metav1.ConditionUnknown, Reason: ReasonNoQuorum, Message: "Redis unreachable; last holder shown", ObservedGeneration: rl.Generation})
+		return false
+	}
+	setCondition(rl, v1alpha1.ConditionRedisReachable, true, ReasonReachable, fmt.Sprintf("%d of %d nodes answered", reachable(h), len(h.Nodes)))
+	if err != nil {
+		setCondition(rl, v1alpha1.ConditionReady, false, reasonFor(err), err.Error())
+		setCondition(rl, v1alpha1.ConditionHeld, false, reasonFor(err), err.Error())
+	} else {
+		setCondition(rl, v1alpha1.ConditionReady, true, ReasonReady, "lock state read from Redis")
+		if h.Identity != "" {
+			setCondition(rl, v1alpha1.ConditionHeld, true, ReasonHeld, "held by "+h.Identity)
+		} else {
+			setCondition(rl, v1alpha1.ConditionHeld, false, ReasonFree, "no holder")
+		}
+	}
+	hadHolder := st.FencingToken > 0 // some acquisition was seen before
+	st.FencingToken = h.Fence
+	if h.Identity == st.HolderIdentity {
+		return false
+	}
+	st.HolderIdentity = h.Identity
+	st.AcquireTime = nil
+	if h.Identity != "" {
+		st.AcquireTime = &metav1.Time{Time: now}
+		if hadHolder {
+			st.LeaderTransitions++
+		}
+	}
+	return true
+}
+
+func reachable(h redislock.Holder) int {
+	n := 0
+	for _, s := range h.Nodes {
+		if s.Err == nil {
+			n++
+		}
+	}
+	return n
+}

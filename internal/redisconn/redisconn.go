@@ -1,0 +1,165 @@
+// Package redisconn turns a RedisLock's spec and Secrets into the Redis
+// clients, lock name and timing that the lock engine takes. The controller,
+// the leader-election plugin and the agent share it, so all three read a
+// RedisLock the same way.
+package redisconn
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/redislock/redislock/api/v1alpha1"
+	"github.com/redislock/redislock/pkg/redislock"
+)
+
+// Sentinel errors of Resolve.
+var (
+	// ErrSecret means a Secret the spec names is missing, or lacks the key.
+	ErrSecret = errors.New("redisconn: secret")
+	// ErrInvalid means the spec breaks a rule the API server cannot check.
+	ErrInvalid = errors.New("redisconn: invalid spec")
+)
+
+// Config is everything needed to reach a RedisLock's Redis deployment.
+// Two RedisLocks with equal Configs share clients.
+type Config struct {
+	Mode        v1alpha1.RedisMode
+	Addrs       []string
+	MasterName  string
+	DB          int
+	Username    string
+	Password    string
+	TLS         bool
+	CAPEM       []byte
+	ServerName  string
+	NodeTimeout time.Duration
+}
+
+// LockName returns the lock's name in Redis: "<namespace>/<lockName>",
+// lockName defaulting to the object's name. The namespace prefix keeps
+// locks of different namespaces apart whatever their specs say.
+func LockName(rl *v1alpha1.RedisLock) string {
+	name := rl.Spec.LockName
+	if name == "" {
+		name = rl.Name
+	}
+	return rl.Namespace + "/" + name
+}
+
+// Timing returns the lock's timing from the spec; unset fields (the API
+// server fills them in) take the engine's defaults.
+func Timing(rl *v1alpha1.RedisLock) redislock.Timing {
+	d := func(v *metav1.Duration) time.Duration {
+		if v == nil {
+			return 0
+		}
+		return v.Duration
+	}
+	return redislock.Timing{TTL: d(rl.Spec.TTL), RenewInterval: d(rl.Spec.RenewInterval), RenewDeadline: d(rl.Spec.RenewDeadline)}
+}
+
+// Resolve reads the Secrets rl names, through r, and returns its Config.
+// Errors wrap ErrSecret or ErrInvalid and name the field at fault.
+func Resolve(ctx context.Context, r client.Reader, rl *v1alpha1.RedisLock) (Config, error) {
+	c := rl.Spec.Redis
+	cfg := Config{Mode: c.Mode, Addrs: c.Addrs, MasterName: c.MasterName, NodeTimeout: redislock.DefaultNodeTimeout}
+	if cfg.Mode == "" {
+		cfg.Mode = v1alpha1.ModeStandalone
+	}
+	if c.DB != nil {
+		cfg.DB = int(*c.DB)
+	}
+	if c.NodeTimeout != nil {
+		cfg.NodeTimeout = c.NodeTimeout.Duration
+	}
+	var err error
+	get := func(field string, ref *v1alpha1.SecretKeyRef) []byte {
+		if ref == nil || err != nil {
+			return nil
+		}
+		var v []byte
+		v, err = secretValue(ctx, r, rl.Namespace, field, ref)
+		return v
+	}
+	cfg.Username = string(get("spec.redis.usernameSecretRef", c.UsernameSecretRef))
+	cfg.Password = string(get("spec.redis.passwordSecretRef", c.PasswordSecretRef))
+	if c.TLS != nil {
+		cfg.TLS = true
+		cfg.ServerName = c.TLS.ServerName
+		cfg.CAPEM = get("spec.redis.tls.caSecretRef", c.TLS.CASecretRef)
+		if err == nil && cfg.CAPEM != nil && !x509.NewCertPool().AppendCertsFromPEM(cfg.CAPEM) {
+			err = fmt.Errorf("%w: spec.redis.tls.caSecretRef: no PEM certificate in Secret %s key %s", ErrInvalid, c.TLS.CASecretRef.Name, c.TLS.CASecretRef.Key)
+		}
+	}
+	return cfg, err
+}
+
+func secretValue(ctx context.Context, r client.Reader, ns, field string, ref *v1alpha1.SecretKeyRef) ([]byte, error) {
+	var s corev1.Secret
+	if err := r.Get(ctx, types.NamespacedName{Namespace: ns, Name: ref.Name}, &s); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("%w: %s: Secret %s/%s not found", ErrSecret, field, ns, ref.Name)
+		}
+		return nil, fmt.Errorf("%s: read Secret %s/%s: %w", field, ns, ref.Name, err)
+	}
+	v, ok := s.Data[ref.Key]
+	if !ok {
+		return nil, fmt.Errorf("%w: %s: Secret %s/%s has no key %q", ErrSecret, field, ns, ref.Name, ref.Key)
+	}
+	return v, nil
+}
+
+// Key identifies the Config; equal Configs have equal Keys. Secrets are
+// hashed, never shown.
+func (c Config) Key() string {
+	h := sha256.New()
+	_, _ = fmt.Fprintf(h, "%s\x00%s\x00%s\x00%d\x00%s\x00%s\x00%t\x00%s\x00%s\x00%d",
+		c.Mode, strings.Join(c.Addrs, ","), c.MasterName, c.DB, c.Username, c.Password, c.TLS, c.CAPEM, c.ServerName, c.NodeTimeout)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Clients returns new clients for the Config: one per independent node
+// (one, except in Redlock mode). Calls are bounded by their context
+// (ContextTimeoutEnabled) and by NodeTimeout. The caller closes them.
+func (c Config) Clients() []redis.UniversalClient {
+	var tlsConf *tls.Config
+	if c.TLS {
+		tlsConf = &tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.ServerName}
+		if c.CAPEM != nil {
+			pool := x509.NewCertPool()
+			pool.AppendCertsFromPEM(c.CAPEM)
+			tlsConf.RootCAs = pool
+		}
+	}
+	opts := func(addrs []string) *redis.UniversalOptions {
+		return &redis.UniversalOptions{
+			Addrs: addrs, MasterName: c.MasterName, DB: c.DB,
+			Username: c.Username, Password: c.Password, TLSConfig: tlsConf,
+			DialTimeout: c.NodeTimeout, ReadTimeout: c.NodeTimeout, WriteTimeout: c.NodeTimeout,
+			ContextTimeoutEnabled: true,
+			IsClusterMode:         c.Mode == v1alpha1.ModeCluster,
+		}
+	}
+	if c.Mode != v1alpha1.ModeRedlock {
+		return []redis.UniversalClient{redis.NewUniversalClient(opts(c.Addrs))}
+	}
+	out := make([]redis.UniversalClient, len(c.Addrs))
+	for i, a := range c.Addrs {
+		out[i] = redis.NewUniversalClient(opts([]string{a}))
+	}
+	return out
+}
