@@ -20,7 +20,7 @@ demo: redis
 
 ## test: format, vet and generated-code checks, then every test against real
 ## redis-server processes and a real kube-apiserver + etcd (envtest).
-test: redis tools fmt vet verify-generated
+test: redis tools fmt vet lint verify-generated
 	KUBEBUILDER_ASSETS=$$($(TOOLS) --print-assets) $(GOTEST) ./...
 	cd test/bench && $(GO) vet ./...
 

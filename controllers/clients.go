@@ -28,7 +28,7 @@ type clientCache struct {
 	changed chan<- event.GenericEvent
 
 	mu      sync.Mutex
-	entries map[string]*cacheEntry     // by redisconn.Config.Key
+	entries map[string]*cacheEntry       // by redisconn.Config.Key
 	users   map[types.NamespacedName]use // which entry each RedisLock uses
 }
 

@@ -246,7 +246,3 @@ type RedisLockList struct {
 	// items are the RedisLocks.
 	Items []RedisLock `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&RedisLock{}, &RedisLockList{})
-}

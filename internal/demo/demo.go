@@ -137,7 +137,7 @@ func waitLeader(ctx context.Context, c *redislock.Client, not string, timeout ti
 		}
 		select {
 		case <-ctx.Done():
-			return h, fmt.Errorf("demo: no new leader within %v (last: %+v, %v)", timeout, h, err)
+			return h, fmt.Errorf("demo: no new leader within %v (last: %+v, %w)", timeout, h, err)
 		case <-tick.C:
 		}
 	}

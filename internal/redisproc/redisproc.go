@@ -39,7 +39,10 @@ type Server struct {
 	opts Options
 	dir  string
 	cmd  *exec.Cmd
-	exit chan error
+	// exit is closed when the process has exited, with its status in
+	// exitErr.
+	exit    chan struct{}
+	exitErr error
 }
 
 // Start launches a server on a free loopback port and waits until it
@@ -83,8 +86,11 @@ func (s *Server) launch(path string) error {
 		return fmt.Errorf("redisproc: start redis-server: %w", err)
 	}
 	s.cmd = cmd
-	s.exit = make(chan error, 1)
-	go func() { s.exit <- cmd.Wait() }()
+	s.exit = make(chan struct{})
+	go func() {
+		s.exitErr = cmd.Wait()
+		close(s.exit)
+	}()
 	return s.waitReady()
 }
 
@@ -101,8 +107,8 @@ func (s *Server) waitReady() error {
 			return nil
 		}
 		select {
-		case werr := <-s.exit:
-			return fmt.Errorf("redisproc: redis-server on %s exited at start: %v", s.Addr, werr)
+		case <-s.exit:
+			return fmt.Errorf("redisproc: redis-server on %s exited at start: %w", s.Addr, s.exitErr)
 		case <-ctx.Done():
 			s.kill()
 			return fmt.Errorf("redisproc: redis-server on %s not ready after %v: %w", s.Addr, startTimeout, err)

@@ -2,6 +2,7 @@ package redislock_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -43,7 +44,7 @@ func get(t testing.TB, s *redisproc.Server, key string) string {
 	c := s.Client()
 	defer func() { _ = c.Close() }()
 	v, err := c.Get(context.Background(), key).Result()
-	if err != nil && err != redis.Nil {
+	if err != nil && !errors.Is(err, redis.Nil) {
 		t.Fatal(err)
 	}
 	return v

@@ -97,7 +97,7 @@ func TestLockExpiresAfterTTL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := l.Deadline().Sub(time.Now()); got > 300*time.Millisecond-5*time.Millisecond {
+	if got := time.Until(l.Deadline()); got > 300*time.Millisecond-5*time.Millisecond {
 		t.Fatalf("deadline %v ahead, want at most ttl less drift", got)
 	}
 	waitFor(t, 2*time.Second, "b to obtain the expired lock", func() bool {
