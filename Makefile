@@ -39,7 +39,7 @@ generate:
 ## manifests: the CRD and the controller's RBAC role, from the markers.
 manifests:
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:dir=config/crd/bases
-	$(CONTROLLER_GEN) rbac:roleName=redislock-controller paths=./controllers/... output:rbac:dir=config/rbac
+	$(CONTROLLER_GEN) rbac:roleName=redislock-controller paths=./controllers/... paths=./internal/controllercmd/... output:rbac:dir=config/rbac
 
 ## verify-generated: fail if generate or manifests would change the tree.
 verify-generated: generate manifests

@@ -1,5 +1,6 @@
 // Command redislock is the redislock binary. Subcommands:
 //
+//	controller  run the RedisLock controller (see -h)
 //	demo        elect a leader among local processes on a throwaway Redis,
 //	            kill it and time the handover (see -h)
 //	candidate   one demo candidate (started by demo)
@@ -12,6 +13,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/redislock/redislock/internal/controllercmd"
 	"github.com/redislock/redislock/internal/demo"
 )
 
@@ -27,13 +29,15 @@ func main() {
 
 func run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("usage: redislock demo|candidate [flags]")
+		return fmt.Errorf("usage: redislock controller|demo|candidate [flags]")
 	}
 	switch args[0] {
+	case "controller":
+		return controllercmd.Run(ctx, args[1:])
 	case "demo":
 		return demo.Run(ctx, args[1:], os.Stdout)
 	case "candidate":
 		return demo.Candidate(ctx, args[1:], os.Stdout)
 	}
-	return fmt.Errorf("unknown subcommand %q: want demo or candidate", args[0])
+	return fmt.Errorf("unknown subcommand %q: want controller, demo or candidate", args[0])
 }

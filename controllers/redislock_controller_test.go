@@ -369,3 +369,48 @@ func TestRedlockNodesInStatus(t *testing.T) {
 }
 
 var _ = redis.Nil
+
+// The controller shares one set of Redis clients per connection config
+// and closes them when the last RedisLock using them goes.
+func TestRedisClientsClosedWhenUnused(t *testing.T) {
+	s := redistest.Start(t, redisproc.Options{})
+	ns := namespace(t)
+	ctx := context.Background()
+	rc := s.Client()
+	defer func() { _ = rc.Close() }()
+	others := func() int {
+		list, err := rc.ClientList(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Count(list, "\n") - 1 // all but this client
+	}
+	a := redisLock(ns, "a", v1alpha1.ModeStandalone, s.Addr)
+	b := redisLock(ns, "b", v1alpha1.ModeStandalone, s.Addr)
+	create(t, a, b)
+	for _, rl := range []*v1alpha1.RedisLock{a, b} {
+		waitLock(t, rl, 5*time.Second, "Ready", isCond(v1alpha1.ConditionReady, metav1.ConditionTrue, controllers.ReasonReady))
+	}
+	shared := others()
+	if shared == 0 {
+		t.Fatal("no controller connection to Redis while two RedisLocks use it")
+	}
+	if err := k8s.Delete(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	// b still uses the clients: they stay open.
+	time.Sleep(200 * time.Millisecond)
+	if n := others(); n == 0 {
+		t.Fatal("clients closed while b still uses them")
+	}
+	if err := k8s.Delete(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for others() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d controller connections left after both RedisLocks went", others())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

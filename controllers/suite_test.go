@@ -18,6 +18,7 @@ import (
 
 	"github.com/redislock/redislock/api/v1alpha1"
 	"github.com/redislock/redislock/controllers"
+	"github.com/redislock/redislock/internal/testenv"
 )
 
 // k8s is a live client of the test API server: assertions read through it,
@@ -39,7 +40,7 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) (int, error) {
-	assets, err := assetsDir()
+	assets, err := testenv.AssetsDir("..")
 	if err != nil {
 		return 0, err
 	}
@@ -82,17 +83,4 @@ func run(m *testing.M) (int, error) {
 		return code, fmt.Errorf("manager: %w", err)
 	}
 	return code, nil
-}
-
-// assetsDir finds kube-apiserver, etcd and kubectl: KUBEBUILDER_ASSETS, or
-// the one version under bin/k8s that hack/ensure-tools.sh builds.
-func assetsDir() (string, error) {
-	if d := os.Getenv("KUBEBUILDER_ASSETS"); d != "" {
-		return d, nil
-	}
-	found, _ := filepath.Glob(filepath.Join("..", "bin", "k8s", "*", "kube-apiserver"))
-	if len(found) != 1 {
-		return "", fmt.Errorf("found %d kube-apiserver builds under bin/k8s, want 1: run 'make test', which builds the control plane with hack/ensure-tools.sh", len(found))
-	}
-	return filepath.Abs(filepath.Dir(found[0]))
 }

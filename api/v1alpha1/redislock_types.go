@@ -64,10 +64,10 @@ type RedisTLS struct {
 
 // RedisConnection says how to reach Redis. Field names follow go-redis's
 // UniversalOptions where they mean the same thing.
-// +kubebuilder:validation:XValidation:rule="self.mode != 'Standalone' || size(self.addrs) == 1",message="Standalone mode takes exactly one address in addrs"
-// +kubebuilder:validation:XValidation:rule="self.mode != 'Redlock' || size(self.addrs) % 2 == 1",message="Redlock mode needs an odd number of addrs, so that two majorities always overlap"
-// +kubebuilder:validation:XValidation:rule="self.mode == 'Sentinel' ? has(self.masterName) : !has(self.masterName)",message="masterName is required in Sentinel mode and allowed only there"
-// +kubebuilder:validation:XValidation:rule="self.mode != 'Cluster' || !has(self.db) || self.db == 0",message="Cluster mode has only db 0"
+// +kubebuilder:validation:XValidation:rule="self.mode != 'Standalone' || size(self.addrs) == 1",message="Standalone mode takes exactly one address in addrs",fieldPath=".addrs"
+// +kubebuilder:validation:XValidation:rule="self.mode != 'Redlock' || size(self.addrs) % 2 == 1",message="Redlock mode needs an odd number of addrs, so that two majorities always overlap",fieldPath=".addrs"
+// +kubebuilder:validation:XValidation:rule="self.mode == 'Sentinel' ? has(self.masterName) : !has(self.masterName)",message="masterName is required in Sentinel mode and allowed only there",fieldPath=".masterName"
+// +kubebuilder:validation:XValidation:rule="self.mode != 'Cluster' || !has(self.db) || self.db == 0",message="Cluster mode has only db 0",fieldPath=".db"
 type RedisConnection struct {
 	// mode is Standalone (one server), Redlock (an odd number of
 	// independent servers), Sentinel (a master found through Sentinels) or
@@ -75,14 +75,14 @@ type RedisConnection struct {
 	// +optional
 	// +kubebuilder:default=Standalone
 	Mode RedisMode `json:"mode,omitempty"`
-	// addrs are host:port addresses: the server (Standalone), each
-	// independent server (Redlock), the Sentinels (Sentinel) or seed nodes
-	// (Cluster).
+	// addrs are host:port addresses, without a scheme ("[::1]:6379" for
+	// IPv6): the server (Standalone), each independent server (Redlock),
+	// the Sentinels (Sentinel) or seed nodes (Cluster).
 	// +required
 	// +listType=set
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=15
-	// +kubebuilder:validation:items:Pattern=`^\S+:[0-9]{1,5}$`
+	// +kubebuilder:validation:items:Pattern=`^([^\s/:@\[\]]+|\[[0-9a-fA-F:.]+\]):[0-9]{1,5}$`
 	// +kubebuilder:validation:items:MaxLength=261
 	Addrs []string `json:"addrs"`
 	// masterName is the Sentinel master's name; Sentinel mode only.
@@ -110,7 +110,8 @@ type RedisConnection struct {
 	// +optional
 	// +kubebuilder:default="200ms"
 	// +kubebuilder:validation:Type=string
-	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="nodeTimeout must be positive"
+	// +kubebuilder:validation:Format=duration
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1ms')",message="nodeTimeout must be at least 1ms"
 	NodeTimeout *metav1.Duration `json:"nodeTimeout,omitempty"`
 }
 
@@ -132,25 +133,29 @@ type RedisLockSpec struct {
 	LockName string `json:"lockName,omitempty"`
 	// ttl is how long the lock lives after each acquire or renew, as
 	// client-go's LeaseDuration: a crashed holder is replaced after at
-	// most this long. A whole number of milliseconds.
+	// most this long. A whole number of milliseconds (the controller
+	// reports other values in the Ready condition).
 	// +optional
 	// +kubebuilder:default="15s"
 	// +kubebuilder:validation:Type=string
-	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="ttl must be positive"
+	// +kubebuilder:validation:Format=duration
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1ms')",message="ttl must be at least 1ms"
 	TTL *metav1.Duration `json:"ttl,omitempty"`
 	// renewInterval is how often the holder renews, as client-go's
 	// RetryPeriod.
 	// +optional
 	// +kubebuilder:default="2s"
 	// +kubebuilder:validation:Type=string
-	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="renewInterval must be positive"
+	// +kubebuilder:validation:Format=duration
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1ms')",message="renewInterval must be at least 1ms"
 	RenewInterval *metav1.Duration `json:"renewInterval,omitempty"`
 	// renewDeadline is how long the holder keeps trying to renew before it
 	// steps down, as client-go's RenewDeadline.
 	// +optional
 	// +kubebuilder:default="10s"
 	// +kubebuilder:validation:Type=string
-	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="renewDeadline must be positive"
+	// +kubebuilder:validation:Format=duration
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1ms')",message="renewDeadline must be at least 1ms"
 	RenewDeadline *metav1.Duration `json:"renewDeadline,omitempty"`
 	// deletionPolicy says what deleting this object does to the lock in
 	// Redis: Retain leaves it and its holder alone; Release deletes the
