@@ -198,7 +198,7 @@ type RedisLockStatus struct {
 	AcquireTime *metav1.Time `json:"acquireTime,omitempty"`
 	// leaderTransitions counts the changes of holder the controller saw.
 	// +optional
-	LeaderTransitions int32 `json:"leaderTransitions,omitempty"`
+	LeaderTransitions int32 `json:"leaderTransitions"`
 	// fencingToken is the latest fencing token handed out for the lock:
 	// the current holder's while one holds it on a single node.
 	// +optional
