@@ -10,13 +10,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/redislock/redislock/api/v1alpha1"
 	"github.com/redislock/redislock/controllers"
@@ -213,9 +213,41 @@ func TestCrashedHolderClearsAtExpiry(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitLock(t, rl, 5*time.Second, "the holder", func(got *v1alpha1.RedisLock) bool { return got.Status.HolderIdentity == "crasher" })
+	if got := holderSeries(t, ns, "crash"); len(got) != 1 || got[0] != "crasher" {
+		t.Fatalf("redislock_holder_info holders %v, want [crasher]", got)
+	}
 	// No message announces an expiry; the controller looks again when the
 	// key is due to expire, well before its resync.
 	waitLock(t, rl, resync, "free after expiry", func(got *v1alpha1.RedisLock) bool { return got.Status.HolderIdentity == "" })
+	if got := holderSeries(t, ns, "crash"); len(got) != 0 {
+		t.Fatalf("redislock_holder_info holders %v for a free lock, want none", got)
+	}
+}
+
+// holderSeries returns the holder label of each redislock_holder_info
+// series of one RedisLock, from controller-runtime's registry.
+func holderSeries(t *testing.T, ns, name string) []string {
+	t.Helper()
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var holders []string
+	for _, f := range families {
+		if f.GetName() != "redislock_holder_info" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["namespace"] == ns && labels["name"] == name && m.GetGauge().GetValue() == 1 {
+				holders = append(holders, labels["holder"])
+			}
+		}
+	}
+	return holders
 }
 
 func TestForceReleaseAnnotation(t *testing.T) {
@@ -367,8 +399,6 @@ func TestRedlockNodesInStatus(t *testing.T) {
 		t.Fatalf("with one of three nodes down: %+v; want still held and Ready, with the node's error", got.Status)
 	}
 }
-
-var _ = redis.Nil
 
 // The controller shares one set of Redis clients per connection config
 // and closes them when the last RedisLock using them goes.

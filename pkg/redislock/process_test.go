@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -78,6 +80,38 @@ func child(role, addr, id string) error {
 				return err
 			}
 			n++
+		}
+		return nil
+	case "act":
+		// Lead, and while leading "act" every 5ms: the journal shows
+		// every action with the fence it was taken under.
+		e, err := c.NewElector(redislock.ElectorOptions{
+			Name:             "actor",
+			Timing:           redislock.Timing{TTL: 500 * time.Millisecond, RenewInterval: 50 * time.Millisecond, RenewDeadline: 300 * time.Millisecond},
+			OnStartedLeading: func(context.Context, *redislock.Lock) {},
+			OnStoppedLeading: func() { _ = note("stop %s", id) },
+		})
+		if err != nil {
+			return err
+		}
+		go func() { _ = e.Run(ctx) }()
+		// While leading, spin instead of sleeping: a process stopped
+		// here resumes in this loop, before any timer can fire, which
+		// is the moment S1 is about.
+		last := time.Now()
+		for ctx.Err() == nil {
+			l, _ := e.Leading()
+			switch {
+			case l == nil:
+				time.Sleep(5 * time.Millisecond)
+			case time.Since(last) >= 5*time.Millisecond:
+				last = time.Now()
+				if err := note("act %s %d", id, l.Fence()); err != nil {
+					return err
+				}
+			default:
+				runtime.Gosched()
+			}
 		}
 		return nil
 	case "elect":
@@ -217,5 +251,50 @@ func TestElectorFailoverAcrossProcesses(t *testing.T) {
 	// A standby that waited for expiry would take the whole 1s ttl.
 	if handover > 500*time.Millisecond {
 		t.Fatalf("handover after SIGTERM took %v: the release did not wake the standby", handover)
+	}
+}
+
+// S1 through a process pause: a leader stopped (SIGSTOP) past its ttl must,
+// on waking, not act as leader, even before its timers have run.
+func TestPausedLeaderDoesNotActAfterWaking(t *testing.T) {
+	s := redistest.Start(t, redisproc.Options{})
+	procs := map[string]*exec.Cmd{}
+	for i := 0; i < 3; i++ {
+		id := "a" + strconv.Itoa(i)
+		procs[id] = spawn(t, s, "act", id)
+	}
+	firstAct := func(after int, not string) (string, int) {
+		var who string
+		at := 0
+		waitFor(t, 10*time.Second, "an action", func() bool {
+			lines := readJournal(t, s)
+			for i := after; i < len(lines); i++ {
+				f := strings.Fields(lines[i])
+				if f[0] == "act" && f[1] != not {
+					who, at = f[1], i
+					return true
+				}
+			}
+			return false
+		})
+		return who, at
+	}
+	paused, _ := firstAct(0, "")
+	if err := procs[paused].Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	// Past the 500ms ttl another candidate leads and acts.
+	_, takeover := firstAct(0, paused)
+	if err := procs[paused].Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the woken leader to step down", func() bool {
+		return slices.Contains(readJournal(t, s), "stop "+paused)
+	})
+	lines := readJournal(t, s)
+	for _, l := range lines[takeover:] {
+		if strings.HasPrefix(l, "act "+paused+" ") {
+			t.Fatalf("%s acted after waking, once another leader had acted: %q in\n%s", paused, l, strings.Join(lines[takeover:], "\n"))
+		}
 	}
 }
