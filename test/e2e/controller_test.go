@@ -35,8 +35,12 @@ func TestControllerBinaryShowsHolderInKubectlGet(t *testing.T) {
 	if err := ctrlCmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- ctrlCmd.Wait() }()
+	var exitErr error
+	exited := make(chan struct{})
+	go func() {
+		exitErr = ctrlCmd.Wait()
+		close(exited)
+	}()
 	defer func() {
 		_ = ctrlCmd.Process.Kill()
 		<-exited
@@ -96,10 +100,9 @@ spec:
 		t.Fatal(err)
 	}
 	select {
-	case err := <-exited:
-		exited <- err // for the deferred cleanup
-		if err != nil {
-			t.Fatalf("controller exited with %v after SIGTERM", err)
+	case <-exited:
+		if exitErr != nil {
+			t.Fatalf("controller exited with %v after SIGTERM", exitErr)
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("controller still running 30s after SIGTERM")
