@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 )
 
 // ElectorOptions configures an Elector.
@@ -95,7 +94,7 @@ func (e *Elector) Leader() string {
 // RenewInterval.
 func (e *Elector) Run(ctx context.Context) error {
 	log := e.c.opts.Logger.WithValues("lock", e.o.Name, "identity", e.c.opts.Identity)
-	wake, unsubscribe := e.subscribe(ctx)
+	wake, unsubscribe := e.c.WatchReleases(ctx, e.o.Name)
 	defer unsubscribe()
 	clock := e.c.opts.Clock
 	timer := clock.NewTimer(0)
@@ -169,42 +168,3 @@ func (e *Elector) observe(identity string) {
 	}
 }
 
-// subscribe listens for "released" on every node and signals wake, which
-// holds at most one pending signal. It waits up to NodeTimeout for the
-// subscriptions to be confirmed, so that a release right after Run starts
-// is not missed; an unreachable node is retried by go-redis.
-func (e *Elector) subscribe(ctx context.Context) (<-chan struct{}, func()) {
-	wake := make(chan struct{}, 1)
-	ch := EventsChannel(e.o.Name)
-	subs := make([]*redis.PubSub, len(e.c.nodes))
-	var wg sync.WaitGroup
-	for i := range e.c.nodes {
-		sub := e.c.nodes[i].client.Subscribe(ctx, ch)
-		subs[i] = sub
-		confirm, cancel := context.WithTimeout(ctx, e.c.opts.NodeTimeout)
-		_, err := sub.Receive(confirm)
-		cancel()
-		if err != nil {
-			e.c.opts.Logger.V(1).Info("subscription not confirmed; handovers from this node wait for expiry until it is", "node", e.c.nodes[i].name, "error", err.Error())
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for msg := range sub.Channel() {
-				if msg.Payload != "released" {
-					continue
-				}
-				select {
-				case wake <- struct{}{}:
-				default:
-				}
-			}
-		}()
-	}
-	return wake, func() {
-		for _, s := range subs {
-			_ = s.Close()
-		}
-		wg.Wait()
-	}
-}

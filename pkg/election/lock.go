@@ -1,0 +1,212 @@
+// Package election plugs Redis locks into client-go leader election: Lock
+// is a resourcelock.Interface, and ForRedisLock turns a RedisLock resource
+// into the few controller-runtime manager options that replace Lease
+// election. Election then costs no API-server writes.
+//
+// client-go's safety rules stay as they are (a leader that cannot renew
+// within RenewDeadline steps down, and RenewDeadline < LeaseDuration); the
+// key in Redis expires after LeaseDuration, so a crashed leader's lock frees
+// itself. What changes is how fast standbys notice: Get blocks a standby
+// until the holder's key is due to expire or a release message arrives, so
+// a graceful handover takes milliseconds and a crash about LeaseDuration,
+// instead of up to a RetryPeriod more.
+package election
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/redislock/redislock/pkg/redislock"
+)
+
+// resource names the lock in the API errors client-go expects.
+var resource = schema.GroupResource{Group: "redislock.io", Resource: "redislocks"}
+
+// Lock is a client-go resourcelock.Interface on the Redis lock called Name,
+// acquired with the identity of its redislock.Client. Use one Lock per
+// LeaderElector.
+type Lock struct {
+	client *redislock.Client
+	name   string
+	ttl    time.Duration
+	opts   LockOptions
+
+	mu       sync.Mutex
+	held     *redislock.Lock
+	record   resourcelock.LeaderElectionRecord // as last written by us
+	reported string                            // holder last returned by Get
+	nonce    int64
+}
+
+// LockOptions are the optional parts of a Lock.
+type LockOptions struct {
+	// Wake, from redislock.Client.WatchReleases, lets a blocked standby
+	// return at once when the lock is released. Without it standbys
+	// notice a release at the key's expiry.
+	Wake <-chan struct{}
+	// Recorder and Object receive RecordEvent's events (client-go's
+	// "became leader" and the like), on Object (the RedisLock). Both or
+	// neither.
+	Recorder resourcelock.EventRecorder
+	Object   runtime.Object
+}
+
+// NewLock returns a Lock on the lock called name. ttl is the key's
+// lifetime after each acquire or renew and must equal the LeaseDuration
+// given to client-go (a LeaderElectionRecord carries whole seconds only, so
+// the Lock does not take it from there).
+func NewLock(c *redislock.Client, name string, ttl time.Duration, opts LockOptions) (*Lock, error) {
+	if err := c.CheckTiming(redislock.Timing{TTL: ttl, RenewInterval: ttl / 4, RenewDeadline: ttl / 2}); err != nil {
+		return nil, fmt.Errorf("election: %w", err)
+	}
+	if (opts.Recorder == nil) != (opts.Object == nil) {
+		return nil, fmt.Errorf("election: %w: Recorder and Object go together", redislock.ErrInvalidOptions)
+	}
+	return &Lock{client: c, name: name, ttl: ttl, opts: opts}, nil
+}
+
+var _ resourcelock.Interface = (*Lock)(nil)
+
+// Get returns the current record, or a NotFound API error when the lock is
+// free. For a standby it blocks while the same other candidate holds the
+// lock: until the holder's key is due to expire, a release message, a new
+// holder, or ctx's end. Each record it returns is new to client-go, so
+// client-go never judges a lease expired by its own clock: Redis decides.
+func (l *Lock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
+	for {
+		h, err := l.client.Inspect(ctx, l.name)
+		if err != nil {
+			return nil, nil, fmt.Errorf("election: get %q: %w", l.name, err)
+		}
+		if h.Identity == "" {
+			return nil, nil, apierrors.NewNotFound(resource, l.name)
+		}
+		l.mu.Lock()
+		report := h.Identity == l.client.Identity() || h.Identity != l.reported
+		l.reported = h.Identity
+		l.mu.Unlock()
+		if report {
+			return l.describe(h)
+		}
+		wait := time.NewTimer(h.FreeIn + rand.N(l.ttl/200+2*time.Millisecond))
+		select {
+		case <-ctx.Done():
+			wait.Stop()
+			return nil, nil, fmt.Errorf("election: get %q: %w", l.name, ctx.Err())
+		case <-wait.C:
+		case <-l.opts.Wake:
+			wait.Stop()
+		}
+	}
+}
+
+// describe builds the record client-go sees for holder h.
+func (l *Lock) describe(h redislock.Holder) (*resourcelock.LeaderElectionRecord, []byte, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	rec := l.record
+	if h.Identity != l.client.Identity() || l.held == nil {
+		now := metav1.NewTime(time.Now())
+		rec = resourcelock.LeaderElectionRecord{
+			HolderIdentity:       h.Identity,
+			LeaseDurationSeconds: int(l.ttl.Round(time.Second) / time.Second),
+			AcquireTime:          now,
+			RenewTime:            now,
+			LeaderTransitions:    int(h.Fence),
+		}
+	}
+	l.nonce++
+	raw, err := json.Marshal(struct {
+		resourcelock.LeaderElectionRecord
+		Nonce int64 `json:"nonce"`
+	}{rec, l.nonce})
+	if err != nil {
+		return nil, nil, err
+	}
+	return &rec, raw, nil
+}
+
+// Create acquires the free lock for ler's holder, which must be this
+// Lock's identity. A lock held by another gives a Conflict API error.
+func (l *Lock) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	if ler.HolderIdentity != l.client.Identity() {
+		return fmt.Errorf("election: create for %q by %q: a Lock acquires only for its own identity", ler.HolderIdentity, l.client.Identity())
+	}
+	held, err := l.client.Obtain(ctx, l.name, l.ttl)
+	if errors.Is(err, redislock.ErrNotObtained) {
+		return apierrors.NewConflict(resource, l.name, err)
+	}
+	if err != nil {
+		return fmt.Errorf("election: create %q: %w", l.name, err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.held, l.record = held, ler
+	return nil
+}
+
+// Update renews the lock for the record last read or written (a
+// compare-and-pexpire on this Lock's token: a stale leader's write is
+// refused with a Conflict API error), or, for a record with no holder,
+// releases it (compare-and-delete) and wakes the standbys.
+func (l *Lock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	l.mu.Lock()
+	held := l.held
+	l.mu.Unlock()
+	switch {
+	case held == nil && ler.HolderIdentity == "":
+		return nil // nothing of ours to release
+	case held == nil:
+		// client-go thinks the lease expired while Redis still has a
+		// holder; only the holder's key expiring can free it.
+		return apierrors.NewConflict(resource, l.name, errors.New("held by another candidate"))
+	case ler.HolderIdentity == "":
+		l.forget()
+		if err := held.Release(ctx); err != nil && !errors.Is(err, redislock.ErrNotHeld) {
+			return fmt.Errorf("election: release %q: %w", l.name, err)
+		}
+		return nil
+	}
+	err := held.Refresh(ctx)
+	if errors.Is(err, redislock.ErrLockLost) {
+		l.forget()
+		return apierrors.NewConflict(resource, l.name, err)
+	}
+	if err != nil {
+		return fmt.Errorf("election: renew %q: %w", l.name, err)
+	}
+	l.mu.Lock()
+	l.record = ler
+	l.mu.Unlock()
+	return nil
+}
+
+func (l *Lock) forget() {
+	l.mu.Lock()
+	l.held = nil
+	l.mu.Unlock()
+}
+
+// RecordEvent records a leader-election event through the recorder, if any.
+func (l *Lock) RecordEvent(s string) {
+	if l.opts.Recorder != nil {
+		l.opts.Recorder.Eventf(l.opts.Object, "Normal", "LeaderElection", "%s %s", l.client.Identity(), s)
+	}
+}
+
+// Identity returns the candidate's identity.
+func (l *Lock) Identity() string { return l.client.Identity() }
+
+// Describe names the lock.
+func (l *Lock) Describe() string { return "redislock/" + l.name }

@@ -1,0 +1,104 @@
+package election
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/redislock/redislock/api/v1alpha1"
+	"github.com/redislock/redislock/internal/redisconn"
+	"github.com/redislock/redislock/pkg/redislock"
+)
+
+// Election is leader election on one RedisLock, ready for a
+// controller-runtime manager.
+type Election struct {
+	// Lock is the resourcelock.Interface.
+	Lock *Lock
+	// LeaseDuration, RenewDeadline and RetryPeriod are the RedisLock's
+	// ttl, renewDeadline and renewInterval.
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+
+	close func()
+}
+
+// ForRedisLock reads the RedisLock ref and its Secrets through cfg (the
+// candidate needs get on redislocks and secrets in ref's namespace) and
+// returns an Election for identity; "" means the POD_NAME environment
+// variable, else the hostname (redislock.Options' default). Close it after the manager stops.
+func ForRedisLock(ctx context.Context, cfg *rest.Config, ref types.NamespacedName, identity string) (*Election, error) {
+	scheme := runtime.NewScheme()
+	if err := corev1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("election: %w", err)
+	}
+	var rl v1alpha1.RedisLock
+	if err := c.Get(ctx, ref, &rl); err != nil {
+		return nil, fmt.Errorf("election: get RedisLock %s: %w", ref, err)
+	}
+	conn, err := redisconn.Resolve(ctx, c, &rl)
+	if err != nil {
+		return nil, fmt.Errorf("election: RedisLock %s: %w", ref, err)
+	}
+	nodes := conn.Clients()
+	closeNodes := func() {
+		for _, n := range nodes {
+			_ = n.Close()
+		}
+	}
+	lc, err := redislock.New(nodes, &redislock.Options{Identity: identity, NodeTimeout: conn.NodeTimeout})
+	if err != nil {
+		closeNodes()
+		return nil, fmt.Errorf("election: RedisLock %s: %w", ref, err)
+	}
+	t := redisconn.Timing(&rl)
+	if err := lc.CheckTiming(t); err != nil {
+		closeNodes()
+		return nil, fmt.Errorf("election: RedisLock %s: %w", ref, err)
+	}
+	name := redisconn.LockName(&rl)
+	wake, unsubscribe := lc.WatchReleases(context.WithoutCancel(ctx), name)
+	lock, err := NewLock(lc, name, t.TTL, LockOptions{Wake: wake})
+	if err != nil {
+		unsubscribe()
+		closeNodes()
+		return nil, err
+	}
+	return &Election{
+		Lock:          lock,
+		LeaseDuration: t.TTL, RenewDeadline: t.RenewDeadline, RetryPeriod: t.RenewInterval,
+		close: func() {
+			unsubscribe()
+			closeNodes()
+		},
+	}, nil
+}
+
+// Apply sets the manager options that replace Lease election with this
+// Election: LeaderElection, LeaderElectionResourceLockInterface, the three
+// durations, and LeaderElectionReleaseOnCancel, so a stopping leader hands
+// over at once.
+func (e *Election) Apply(o *manager.Options) {
+	o.LeaderElection = true
+	o.LeaderElectionResourceLockInterface = e.Lock
+	o.LeaseDuration = &e.LeaseDuration
+	o.RenewDeadline = &e.RenewDeadline
+	o.RetryPeriod = &e.RetryPeriod
+	o.LeaderElectionReleaseOnCancel = true
+}
+
+// Close unsubscribes and closes the Redis clients.
+func (e *Election) Close() { e.close() }

@@ -1,0 +1,51 @@
+package redislock
+
+import (
+	"context"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// WatchReleases subscribes to the release messages of the lock called name
+// on every node. The channel receives when the lock is released; it holds
+// at most one pending signal, so a slow reader sees one wake-up for many
+// releases. WatchReleases waits up to NodeTimeout per node for the
+// subscription to be confirmed, so that a release right after it returns
+// is not missed; go-redis resubscribes by itself after a node fault. Call
+// stop to unsubscribe.
+func (c *Client) WatchReleases(ctx context.Context, name string) (wake <-chan struct{}, stop func()) {
+	ch := make(chan struct{}, 1)
+	channel := EventsChannel(name)
+	subs := make([]*redis.PubSub, len(c.nodes))
+	var wg sync.WaitGroup
+	for i, n := range c.nodes {
+		sub := n.client.Subscribe(ctx, channel)
+		subs[i] = sub
+		confirm, cancel := context.WithTimeout(ctx, c.opts.NodeTimeout)
+		_, err := sub.Receive(confirm)
+		cancel()
+		if err != nil {
+			c.opts.Logger.V(1).Info("subscription not confirmed; releases on this node are noticed at expiry until it is", "node", n.name, "error", err.Error())
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for msg := range sub.Channel() {
+				if msg.Payload != "released" {
+					continue
+				}
+				select {
+				case ch <- struct{}{}:
+				default:
+				}
+			}
+		}()
+	}
+	return ch, func() {
+		for _, s := range subs {
+			_ = s.Close()
+		}
+		wg.Wait()
+	}
+}
