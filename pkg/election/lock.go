@@ -67,6 +67,9 @@ type LockOptions struct {
 // given to client-go (a LeaderElectionRecord carries whole seconds only, so
 // the Lock does not take it from there).
 func NewLock(c *redislock.Client, name string, ttl time.Duration, opts LockOptions) (*Lock, error) {
+	if ttl <= 0 {
+		return nil, fmt.Errorf("election: %w: ttl %v is not positive", redislock.ErrInvalidOptions, ttl)
+	}
 	if err := c.CheckTiming(redislock.Timing{TTL: ttl, RenewInterval: ttl / 4, RenewDeadline: ttl / 2}); err != nil {
 		return nil, fmt.Errorf("election: %w", err)
 	}

@@ -1,0 +1,303 @@
+package election_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/redislock/redislock/internal/redisproc"
+	"github.com/redislock/redislock/internal/redistest"
+	"github.com/redislock/redislock/pkg/election"
+	"github.com/redislock/redislock/pkg/redislock"
+)
+
+// journal records, in order, when each candidate's Lock acquired the lock
+// and when it gave it up (released or found it lost): the lock's own view,
+// which client-go's leadership must sit inside.
+type journal struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (j *journal) add(format string, args ...any) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.events = append(j.events, fmt.Sprintf(format, args...))
+}
+
+// check fails t if a candidate acquired while another held the lock.
+func (j *journal) check(t *testing.T) int {
+	t.Helper()
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	holder, terms := "", 0
+	for _, e := range j.events {
+		var kind, who string
+		if _, err := fmt.Sscanf(e, "%s %s", &kind, &who); err != nil {
+			t.Fatal(err)
+		}
+		switch kind {
+		case "acquired":
+			if holder != "" {
+				t.Fatalf("%s acquired while %s held the lock; journal:\n%v", who, holder, j.events)
+			}
+			holder = who
+			terms++
+		case "gave-up":
+			if holder == who {
+				holder = ""
+			}
+		}
+	}
+	return terms
+}
+
+// journaled wraps a Lock and journals acquisitions and give-ups: after a
+// successful Create, and before a release or when an Update is refused.
+type journaled struct {
+	*election.Lock
+	j *journal
+}
+
+func (l journaled) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	err := l.Lock.Create(ctx, ler)
+	if err == nil {
+		l.j.add("acquired %s", l.Identity())
+	}
+	return err
+}
+
+func (l journaled) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	if ler.HolderIdentity == "" {
+		l.j.add("gave-up %s", l.Identity())
+	}
+	err := l.Lock.Update(ctx, ler)
+	if apierrors.IsConflict(err) {
+		l.j.add("gave-up %s", l.Identity())
+	}
+	return err
+}
+
+type candidate struct {
+	id      string
+	cancel  context.CancelFunc
+	done    chan struct{}
+	leading chan time.Time
+}
+
+// run starts client-go's LeaderElector for identity over a fresh Lock.
+func run(t *testing.T, s *redisproc.Server, j *journal, id string, cfg leaderelection.LeaderElectionConfig, ttl time.Duration) *candidate {
+	t.Helper()
+	lc, err := redislock.New(redistest.Clients(t, s), &redislock.Options{Identity: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	wake, stop := lc.WatchReleases(ctx, "election")
+	lock, err := election.NewLock(lc, "election", ttl, election.LockOptions{Wake: wake})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &candidate{id: id, cancel: cancel, done: make(chan struct{}), leading: make(chan time.Time, 1)}
+	cfg.Lock = journaled{lock, j}
+	cfg.Name = id
+	cfg.Callbacks = leaderelection.LeaderCallbacks{
+		OnStartedLeading: func(context.Context) { c.leading <- time.Now() },
+		OnStoppedLeading: func() {},
+	}
+	le, err := leaderelection.NewLeaderElector(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(c.done)
+		defer stop()
+		le.Run(ctx)
+	}()
+	return c
+}
+
+func (c *candidate) stop() {
+	c.cancel()
+	<-c.done
+}
+
+func config(lease, renew, retry time.Duration, release bool) leaderelection.LeaderElectionConfig {
+	return leaderelection.LeaderElectionConfig{LeaseDuration: lease, RenewDeadline: renew, RetryPeriod: retry, ReleaseOnCancel: release}
+}
+
+// waitLeader returns the first candidate to start leading after since.
+func waitLeader(t *testing.T, cs []*candidate, timeout time.Duration) (int, time.Time) {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		for i, c := range cs {
+			select {
+			case at := <-c.leading:
+				return i, at
+			default:
+			}
+		}
+		select {
+		case <-deadline:
+			t.Fatalf("no leader within %v", timeout)
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}
+
+func TestClientGoElectorsHandOverGracefullyOneAtATime(t *testing.T) {
+	s := redistest.Start(t, redisproc.Options{})
+	var j journal
+	// A standby that did not wake on the release would wait for the key
+	// to expire: up to the 4s ttl.
+	cfg, ttl := config(4*time.Second, 3*time.Second, 500*time.Millisecond, true), 4*time.Second
+	cs := make([]*candidate, 5)
+	for i := range cs {
+		cs[i] = run(t, s, &j, fmt.Sprintf("c%d", i), cfg, ttl)
+	}
+	defer func() {
+		for _, c := range cs {
+			c.stop()
+		}
+	}()
+	leader, _ := waitLeader(t, cs, 10*time.Second)
+	var handovers []time.Duration
+	for round := 0; round < 8; round++ {
+		// Let the standbys settle into their blocking Get: client-go
+		// sleeps up to RetryPeriod*(1+JitterFactor 1.2) between tries.
+		time.Sleep(cfg.RetryPeriod*22/10 + 300*time.Millisecond)
+		stopped := time.Now()
+		cs[leader].stop()
+		next, at := waitLeader(t, cs, 10*time.Second)
+		handovers = append(handovers, at.Sub(stopped))
+		cs[leader] = run(t, s, &j, cs[leader].id, cfg, ttl)
+		leader = next
+	}
+	if terms := j.check(t); terms < 9 {
+		t.Fatalf("%d acquisitions journaled, want at least 9", terms)
+	}
+	slices.Sort(handovers)
+	t.Logf("graceful handover over %d rounds: median %v, max %v", len(handovers), handovers[len(handovers)/2], handovers[len(handovers)-1])
+	if worst := handovers[len(handovers)-1]; worst > ttl/4 {
+		t.Fatalf("slowest handover %v: standbys waited for expiry, not the release message", worst)
+	}
+}
+
+func TestClientGoStandbyTakesOverAfterCrashAtExpiry(t *testing.T) {
+	s := redistest.Start(t, redisproc.Options{})
+	var j journal
+	// ReleaseOnCancel off: stopping the leader leaves its key, as a crash.
+	cfg, ttl := config(2*time.Second, 1500*time.Millisecond, 500*time.Millisecond, false), 2*time.Second
+	first := run(t, s, &j, "first", cfg, ttl)
+	waitLeader(t, []*candidate{first}, 5*time.Second)
+	second := run(t, s, &j, "second", cfg, ttl)
+	defer second.stop()
+	time.Sleep(cfg.RetryPeriod*22/10 + 300*time.Millisecond) // second settles into its blocking Get
+	crashed := time.Now()
+	first.stop()
+	_, at := waitLeader(t, []*candidate{second}, 10*time.Second)
+	took := at.Sub(crashed)
+	t.Logf("failover after a crash: %v (lease %v)", took, cfg.LeaseDuration)
+	// The first's key was last renewed at most a RetryPeriod before the
+	// crash: taking over sooner than that would break S1.
+	if took < cfg.LeaseDuration-cfg.RetryPeriod || took > cfg.LeaseDuration+time.Second {
+		t.Fatalf("failover took %v, want within [%v, %v]", took, cfg.LeaseDuration-cfg.RetryPeriod, cfg.LeaseDuration+time.Second)
+	}
+}
+
+func TestClientGoLeaderStepsDownWhenRedisIsDown(t *testing.T) {
+	s := redistest.Start(t, redisproc.Options{})
+	var j journal
+	cfg, ttl := config(2*time.Second, 1500*time.Millisecond, 300*time.Millisecond, true), 2*time.Second
+	c := run(t, s, &j, "only", cfg, ttl)
+	waitLeader(t, []*candidate{c}, 5*time.Second)
+	if err := s.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Resume() }()
+	paused := time.Now()
+	select {
+	case <-c.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("leader still running 10s after Redis went away")
+	}
+	// client-go's Run returns once renewals failed for RenewDeadline.
+	if took := time.Since(paused); took > cfg.LeaseDuration+time.Second {
+		t.Fatalf("leader stepped down %v after Redis went away; its key expires after %v", took, cfg.LeaseDuration)
+	}
+}
+
+func TestLockSemantics(t *testing.T) {
+	s := redistest.Start(t, redisproc.Options{})
+	ctx := context.Background()
+	newLock := func(id string) *election.Lock {
+		lc, err := redislock.New(redistest.Clients(t, s), &redislock.Options{Identity: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := election.NewLock(lc, "sem", 10*time.Second, election.LockOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	a, b := newLock("a"), newLock("b")
+	if _, _, err := a.Get(ctx); !apierrors.IsNotFound(err) {
+		t.Fatalf("Get of a free lock: %v, want NotFound", err)
+	}
+	rec := func(id string) resourcelock.LeaderElectionRecord {
+		return resourcelock.LeaderElectionRecord{HolderIdentity: id, LeaseDurationSeconds: 10}
+	}
+	if err := a.Create(ctx, rec("a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Create(ctx, rec("b")); !apierrors.IsConflict(err) {
+		t.Fatalf("Create of a held lock: %v, want Conflict", err)
+	}
+	got, _, err := b.Get(ctx)
+	if err != nil || got.HolderIdentity != "a" {
+		t.Fatalf("Get: %+v, %v; want holder a", got, err)
+	}
+	if err := b.Update(ctx, rec("b")); !apierrors.IsConflict(err) {
+		t.Fatalf("takeover Update of a held lock: %v, want Conflict", err)
+	}
+	// An admin frees the lock and b takes it: a's renewal is stale.
+	admin, err := redislock.New(redistest.Clients(t, s), &redislock.Options{Identity: "admin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.ForceRelease(ctx, "sem"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Create(ctx, rec("b")); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Update(ctx, rec("a")); !apierrors.IsConflict(err) {
+		t.Fatalf("stale leader's Update: %v, want Conflict", err)
+	}
+	if err := a.Update(ctx, rec("")); err != nil {
+		t.Fatalf("stale leader's release: %v", err)
+	}
+	h, err := admin.Inspect(ctx, "sem")
+	if err != nil || h.Identity != "b" {
+		t.Fatalf("after a's stale writes the lock is %+v, %v; want held by b", h, err)
+	}
+	if err := b.Update(ctx, rec("")); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := a.Get(ctx); !apierrors.IsNotFound(err) {
+		t.Fatalf("Get after release: %v, want NotFound", err)
+	}
+	if _, err := election.NewLock(admin, "sem", 0, election.LockOptions{}); !errors.Is(err, redislock.ErrInvalidOptions) {
+		t.Fatalf("zero ttl: %v, want ErrInvalidOptions", err)
+	}
+}
