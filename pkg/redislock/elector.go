@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
-
 )
 
 // ElectorOptions configures an Elector.
@@ -167,4 +166,3 @@ func (e *Elector) observe(identity string) {
 		e.o.OnNewLeader(identity)
 	}
 }
-
