@@ -10,7 +10,7 @@ TOOLS := hack/ensure-tools.sh
 CONTROLLER_GEN = $(shell $(TOOLS) --print controller-gen)
 GOLANGCI_LINT = $(shell $(TOOLS) --print golangci-lint)
 
-.PHONY: all demo test bench fuzz lint fmt vet redis tools generate manifests verify-generated
+.PHONY: all demo test bench bench-failover fuzz lint fmt vet redis tools generate manifests verify-generated
 
 all: test
 
@@ -27,6 +27,11 @@ test: redis tools fmt vet lint verify-generated
 ## bench: our lock against bsm/redislock, redsync, rueidislock and raw go-redis, with a table of ratios.
 bench: redis
 	test/bench/run.sh
+
+## bench-failover: failover and handover, Redis plugin against Lease election (FAILOVER_TRIALS, default 20;
+## FAILOVER_DURATIONS, default 15s,10s,2s: controller-runtime's defaults).
+bench-failover: redis tools
+	FAILOVER_TRIALS=$${FAILOVER_TRIALS:-20} KUBEBUILDER_ASSETS=$$($(TOOLS) --print-assets) $(GO) test -count=1 -timeout 90m -run TestFailoverBenchmark -v ./test/e2e/
 
 ## fuzz: fuzz the stored-value decoder (FUZZTIME, default 30s).
 fuzz:
