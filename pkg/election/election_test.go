@@ -207,10 +207,11 @@ func TestClientGoStandbyTakesOverAfterCrashAtExpiry(t *testing.T) {
 	_, at := waitLeader(t, []*candidate{second}, 10*time.Second)
 	took := at.Sub(crashed)
 	t.Logf("failover after a crash: %v (lease %v)", took, cfg.LeaseDuration)
-	// The first's key was last renewed at most a RetryPeriod before the
-	// crash: taking over sooner than that would break S1.
-	if took < cfg.LeaseDuration-cfg.RetryPeriod || took > cfg.LeaseDuration+time.Second {
-		t.Fatalf("failover took %v, want within [%v, %v]", took, cfg.LeaseDuration-cfg.RetryPeriod, cfg.LeaseDuration+time.Second)
+	// A leader that has not renewed for RenewDeadline steps down, so the
+	// first's key was last renewed less than that before the crash and
+	// lives LeaseDuration from then: a takeover sooner would break S1.
+	if low, high := cfg.LeaseDuration-cfg.RenewDeadline, cfg.LeaseDuration+time.Second; took < low || took > high {
+		t.Fatalf("failover took %v, want within [%v, %v]", took, low, high)
 	}
 }
 
