@@ -238,10 +238,15 @@ func TestClientGoLeaderStepsDownWhenRedisIsDown(t *testing.T) {
 }
 
 func TestLockSemantics(t *testing.T) {
-	s := redistest.Start(t, redisproc.Options{})
+	for _, n := range []int{1, 3} {
+		t.Run(fmt.Sprintf("%d nodes", n), func(t *testing.T) { testLockSemantics(t, redistest.StartN(t, n)) })
+	}
+}
+
+func testLockSemantics(t *testing.T, servers []*redisproc.Server) {
 	ctx := context.Background()
 	newLock := func(id string) *election.Lock {
-		lc, err := redislock.New(redistest.Clients(t, s), &redislock.Options{Identity: id})
+		lc, err := redislock.New(redistest.Clients(t, servers...), &redislock.Options{Identity: id})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -272,7 +277,7 @@ func TestLockSemantics(t *testing.T) {
 		t.Fatalf("takeover Update of a held lock: %v, want Conflict", err)
 	}
 	// An admin frees the lock and b takes it: a's renewal is stale.
-	admin, err := redislock.New(redistest.Clients(t, s), &redislock.Options{Identity: "admin"})
+	admin, err := redislock.New(redistest.Clients(t, servers...), &redislock.Options{Identity: "admin"})
 	if err != nil {
 		t.Fatal(err)
 	}
