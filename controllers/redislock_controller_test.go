@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -443,4 +444,34 @@ func TestRedisClientsClosedWhenUnused(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// The spec's Sentinel and Cluster modes reach Redis the way go-redis users
+// expect: the status shows the holder of a lock taken on that deployment.
+func TestSentinelAndClusterModes(t *testing.T) {
+	master := redistest.Start(t, redisproc.Options{})
+	sentinel := redistest.Start(t, redisproc.Options{SentinelFor: "mymaster " + master.Addr})
+	clusterAddrs := redistest.StartCluster(t, 3)
+	ns := namespace(t)
+	ctx := context.Background()
+
+	sl := redisLock(ns, "via-sentinel", v1alpha1.ModeSentinel, sentinel.Addr)
+	sl.Spec.Redis.MasterName = "mymaster"
+	cl := redisLock(ns, "on-cluster", v1alpha1.ModeCluster, clusterAddrs...)
+	create(t, sl, cl)
+
+	if _, err := holder(t, "pod-s", master).Obtain(ctx, ns+"/via-sentinel", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: clusterAddrs, ContextTimeoutEnabled: true})
+	defer func() { _ = cc.Close() }()
+	lc, err := redislock.New([]redis.UniversalClient{cc}, &redislock.Options{Identity: "pod-c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lc.Obtain(ctx, ns+"/on-cluster", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	waitLock(t, sl, 10*time.Second, "the Sentinel lock's holder", func(got *v1alpha1.RedisLock) bool { return got.Status.HolderIdentity == "pod-s" })
+	waitLock(t, cl, 10*time.Second, "the Cluster lock's holder", func(got *v1alpha1.RedisLock) bool { return got.Status.HolderIdentity == "pod-c" })
 }

@@ -11,7 +11,9 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -30,6 +32,9 @@ type Options struct {
 	Password string
 	// Args are extra redis-server arguments, such as "--replicaof".
 	Args []string
+	// SentinelFor, when set, runs a Sentinel (redis-server --sentinel)
+	// that monitors this master, as "name host:port", with quorum 1.
+	SentinelFor string
 }
 
 // Server is one redis-server process.
@@ -71,11 +76,23 @@ func Start(opts Options) (*Server, error) {
 
 func (s *Server) launch(path string) error {
 	_, port, _ := net.SplitHostPort(s.Addr)
-	args := []string{
+	var args []string
+	if s.opts.SentinelFor != "" {
+		name, addr, _ := strings.Cut(s.opts.SentinelFor, " ")
+		host, mport, _ := net.SplitHostPort(addr)
+		conf := filepath.Join(s.dir, "sentinel.conf")
+		// Sentinel rewrites its config file, so it gets one of its own.
+		body := fmt.Sprintf("sentinel monitor %s %s %s 1\nsentinel down-after-milliseconds %s 1000\n", name, host, mport, name)
+		if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
+			return fmt.Errorf("redisproc: %w", err)
+		}
+		args = append(args, conf, "--sentinel")
+	}
+	args = append(args,
 		"--port", port, "--bind", "127.0.0.1", "--dir", s.dir,
 		"--save", "", "--appendonly", "no", "--daemonize", "no",
 		"--protected-mode", "no", "--loglevel", "warning",
-	}
+	)
 	if s.opts.Password != "" {
 		args = append(args, "--requirepass", s.opts.Password)
 	}

@@ -3,7 +3,11 @@
 package redistest
 
 import (
+	"context"
+	"os/exec"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -43,4 +47,34 @@ func Clients(t testing.TB, servers ...*redisproc.Server) []redis.UniversalClient
 		cs[i] = c
 	}
 	return cs
+}
+
+// StartCluster launches a Redis Cluster of n masters (no replicas), with
+// redis-cli --cluster create, and returns its seed addresses once every
+// slot is served.
+func StartCluster(t testing.TB, n int) []string {
+	t.Helper()
+	var addrs []string
+	for i := 0; i < n; i++ {
+		s := Start(t, redisproc.Options{Args: []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"}})
+		addrs = append(addrs, s.Addr)
+	}
+	args := append([]string{"--cluster", "create"}, addrs...)
+	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	if out, err := exec.Command("redis-cli", args...).CombinedOutput(); err != nil {
+		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
+	}
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+	defer func() { _ = c.Close() }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info, err := c.ClusterInfo(context.Background()).Result()
+		if err == nil && strings.Contains(info, "cluster_state:ok") {
+			return addrs
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("cluster not ok after 10s: %v %s", err, info)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

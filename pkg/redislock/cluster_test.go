@@ -2,14 +2,11 @@ package redislock_test
 
 import (
 	"context"
-	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/redislock/redislock/internal/redisproc"
 	"github.com/redislock/redislock/internal/redistest"
 	"github.com/redislock/redislock/pkg/redislock"
 )
@@ -17,22 +14,8 @@ import (
 // startCluster starts a three-master Redis Cluster and returns a client.
 func startCluster(t *testing.T) *redis.ClusterClient {
 	t.Helper()
-	var addrs []string
-	for i := 0; i < 3; i++ {
-		s := redistest.Start(t, redisproc.Options{Args: []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"}})
-		addrs = append(addrs, s.Addr)
-	}
-	args := append([]string{"--cluster", "create"}, addrs...)
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
-	if out, err := exec.Command("redis-cli", args...).CombinedOutput(); err != nil {
-		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
-	}
-	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: true})
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: redistest.StartCluster(t, 3), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = c.Close() })
-	waitFor(t, 10*time.Second, "the cluster to serve every slot", func() bool {
-		info, err := c.ClusterInfo(context.Background()).Result()
-		return err == nil && strings.Contains(info, "cluster_state:ok")
-	})
 	return c
 }
 
