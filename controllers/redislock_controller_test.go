@@ -475,3 +475,30 @@ func TestSentinelAndClusterModes(t *testing.T) {
 	waitLock(t, sl, 10*time.Second, "the Sentinel lock's holder", func(got *v1alpha1.RedisLock) bool { return got.Status.HolderIdentity == "pod-s" })
 	waitLock(t, cl, 10*time.Second, "the Cluster lock's holder", func(got *v1alpha1.RedisLock) bool { return got.Status.HolderIdentity == "pod-c" })
 }
+
+// TLS with the CA from a Secret: Ready with the right CA, an x509 error
+// with another one.
+func TestTLSWithCAFromSecret(t *testing.T) {
+	s := redistest.Start(t, redisproc.Options{TLS: true})
+	other := redistest.Start(t, redisproc.Options{TLS: true}) // its CA signs nothing of s
+	ns := namespace(t)
+	ctx := context.Background()
+	ca := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "redis-ca"}, Data: map[string][]byte{"ca.crt": other.CAPEM}}
+	create(t, ca)
+	rl := redisLock(ns, "tls", v1alpha1.ModeStandalone, s.Addr)
+	rl.Spec.Redis.TLS = &v1alpha1.RedisTLS{CASecretRef: &v1alpha1.SecretKeyRef{Name: "redis-ca", Key: "ca.crt"}}
+	create(t, rl)
+	got := waitLock(t, rl, 10*time.Second, "an unverifiable certificate", isCond(v1alpha1.ConditionReady, metav1.ConditionFalse, controllers.ReasonNoQuorum))
+	if msg := condition(got, v1alpha1.ConditionReady).Message; !strings.Contains(msg, "x509") {
+		t.Fatalf("message %q does not say the certificate failed", msg)
+	}
+	ca.Data["ca.crt"] = s.CAPEM
+	if err := k8s.Update(ctx, ca); err != nil {
+		t.Fatal(err)
+	}
+	waitLock(t, rl, 10*time.Second, "Ready over TLS", isCond(v1alpha1.ConditionReady, metav1.ConditionTrue, controllers.ReasonReady))
+	if _, err := holder(t, "tls-pod", s).Obtain(ctx, ns+"/tls", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	waitLock(t, rl, 5*time.Second, "the holder over TLS", func(got *v1alpha1.RedisLock) bool { return got.Status.HolderIdentity == "tls-pod" })
+}

@@ -151,7 +151,11 @@ func (c Config) Clients() []redis.UniversalClient {
 			Username: c.Username, Password: c.Password, TLSConfig: tlsConf,
 			DialTimeout: c.NodeTimeout, ReadTimeout: c.NodeTimeout, WriteTimeout: c.NodeTimeout,
 			ContextTimeoutEnabled: true,
-			IsClusterMode:         c.Mode == v1alpha1.ModeCluster,
+			// One dial per call: the lock's callers retry at their own
+			// pace, and the dial's own error (a refused connection, an
+			// x509 failure) reaches the status instead of a timeout.
+			DialerRetries: 1,
+			IsClusterMode: c.Mode == v1alpha1.ModeCluster,
 		}
 	}
 	if c.Mode != v1alpha1.ModeRedlock {

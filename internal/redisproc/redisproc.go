@@ -6,6 +6,8 @@ package redisproc
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -32,6 +34,9 @@ type Options struct {
 	Password string
 	// Args are extra redis-server arguments, such as "--replicaof".
 	Args []string
+	// TLS, when set, serves TLS only, with a certificate for 127.0.0.1
+	// from a CA made for this server (Server.CAPEM).
+	TLS bool
 	// SentinelFor, when set, runs a Sentinel (redis-server --sentinel)
 	// that monitors this master, as "name host:port", with quorum 1.
 	SentinelFor string
@@ -41,9 +46,11 @@ type Options struct {
 type Server struct {
 	// Addr is host:port of the server.
 	Addr string
-	opts Options
-	dir  string
-	cmd  *exec.Cmd
+	// CAPEM is the CA that signs the server's certificate, with TLS.
+	CAPEM []byte
+	opts  Options
+	dir   string
+	cmd   *exec.Cmd
 	// exit is closed when the process has exited, with its status in
 	// exitErr.
 	exit    chan struct{}
@@ -67,6 +74,12 @@ func Start(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), opts: opts, dir: dir}
+	if opts.TLS {
+		if s.CAPEM, err = writeTLSFiles(dir); err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, err
+		}
+	}
 	if err := s.launch(path); err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
@@ -88,8 +101,15 @@ func (s *Server) launch(path string) error {
 		}
 		args = append(args, conf, "--sentinel")
 	}
+	if s.opts.TLS {
+		args = append(args, "--port", "0", "--tls-port", port,
+			"--tls-cert-file", filepath.Join(s.dir, "cert.pem"), "--tls-key-file", filepath.Join(s.dir, "key.pem"),
+			"--tls-ca-cert-file", filepath.Join(s.dir, "ca.pem"), "--tls-auth-clients", "no")
+	} else {
+		args = append(args, "--port", port)
+	}
 	args = append(args,
-		"--port", port, "--bind", "127.0.0.1", "--dir", s.dir,
+		"--bind", "127.0.0.1", "--dir", s.dir,
 		"--save", "", "--appendonly", "no", "--daemonize", "no",
 		"--protected-mode", "no", "--loglevel", "warning",
 	)
@@ -112,7 +132,9 @@ func (s *Server) launch(path string) error {
 }
 
 func (s *Server) waitReady() error {
-	c := redis.NewClient(&redis.Options{Addr: s.Addr, Password: s.opts.Password, MaxRetries: -1})
+	o := s.ClientOptions()
+	o.MaxRetries = -1
+	c := redis.NewClient(o)
 	defer func() { _ = c.Close() }()
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
@@ -142,7 +164,13 @@ func (s *Server) Client() *redis.Client {
 // ClientOptions returns client options for the server, with timeouts that
 // follow the caller's context.
 func (s *Server) ClientOptions() *redis.Options {
-	return &redis.Options{Addr: s.Addr, Password: s.opts.Password, ContextTimeoutEnabled: true}
+	o := &redis.Options{Addr: s.Addr, Password: s.opts.Password, ContextTimeoutEnabled: true}
+	if s.CAPEM != nil {
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(s.CAPEM)
+		o.TLSConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	return o
 }
 
 // Pid returns the server's process id.

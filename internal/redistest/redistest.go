@@ -64,17 +64,22 @@ func StartCluster(t testing.TB, n int) []string {
 	if out, err := exec.Command("redis-cli", args...).CombinedOutput(); err != nil {
 		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
 	}
-	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
-	defer func() { _ = c.Close() }()
+	// Every node must see every slot served, not just the first asked.
 	deadline := time.Now().Add(10 * time.Second)
-	for {
-		info, err := c.ClusterInfo(context.Background()).Result()
-		if err == nil && strings.Contains(info, "cluster_state:ok") {
-			return addrs
+	for _, a := range addrs {
+		c := redis.NewClient(&redis.Options{Addr: a})
+		for {
+			info, err := c.ClusterInfo(context.Background()).Result()
+			if err == nil && strings.Contains(info, "cluster_state:ok") {
+				break
+			}
+			if time.Now().After(deadline) {
+				_ = c.Close()
+				t.Fatalf("cluster node %s not ok after 10s: %v %s", a, err, info)
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("cluster not ok after 10s: %v %s", err, info)
-		}
-		time.Sleep(20 * time.Millisecond)
+		_ = c.Close()
 	}
+	return addrs
 }
