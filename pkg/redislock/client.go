@@ -3,6 +3,7 @@ package redislock
 import (
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -45,10 +46,11 @@ type Options struct {
 // A Client is safe for concurrent use. It does not own the node clients:
 // closing them is the caller's job, after the Client is no longer used.
 type Client struct {
-	nodes  []*node
-	all    []int // the index of every node
-	quorum int
-	opts   Options
+	nodes   []*node
+	all     []int // the index of every node
+	quorum  int
+	opts    Options
+	replies sync.Pool // of *replyBuf
 }
 
 // New returns a Client over nodes, each an independent Redis deployment
@@ -87,6 +89,7 @@ func New(nodes []redis.UniversalClient, opts *Options) (*Client, error) {
 		o.Clock = RealClock{}
 	}
 	c := &Client{quorum: len(nodes)/2 + 1, opts: o}
+	c.replies.New = func() any { return &replyBuf{r: make([]reply, len(nodes))} }
 	for i, rc := range nodes {
 		if rc == nil {
 			return nil, fmt.Errorf("%w: node %d is nil", ErrInvalidOptions, i)

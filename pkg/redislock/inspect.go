@@ -68,7 +68,8 @@ func (c *Client) inspect(ctx context.Context, name string) (Holder, string, erro
 		return Holder{}, "", err
 	}
 	keys, _ := newAcquisition(name, c.opts.Identity)
-	replies := c.each(ctx, c.all, inspectScript, inspectScript.args(&keys.lock, &keys.fence))
+	replies, buf := c.each(ctx, c.all, inspectScript, inspectScript.args(&keys.lock, &keys.fence))
+	defer c.done(buf)
 	var (
 		h       Holder
 		holders []heldReply

@@ -117,7 +117,8 @@ func (c *Client) checkTTL(ttl time.Duration) error {
 func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, start time.Time) (*Lock, held, error) {
 	keys, value := newAcquisition(name, c.opts.Identity)
 	l := &Lock{client: c, keys: keys, value: value, ttl: ttl, ttlMs: ttl.Milliseconds()}
-	replies := c.each(ctx, c.all, acquireScript, acquireScript.args(&l.keys.lock, &l.keys.fence, &l.value, &l.ttlMs))
+	replies, buf := c.each(ctx, c.all, acquireScript, acquireScript.args(&l.keys.lock, &l.keys.fence, &l.value, &l.ttlMs))
+	defer c.done(buf)
 	var (
 		took    []int
 		holders []heldReply
@@ -188,7 +189,8 @@ func (c *Client) commitFence(ctx context.Context, l *Lock, took []int, replies [
 	if len(behind) == 0 {
 		return nil
 	}
-	raised := c.each(ctx, behind, fenceScript, fenceScript.args(&l.keys.lock, &l.keys.fence, &l.value, &l.fence))
+	raised, buf := c.each(ctx, behind, fenceScript, fenceScript.args(&l.keys.lock, &l.keys.fence, &l.value, &l.fence))
+	defer c.done(buf)
 	known := len(took) - len(behind)
 	for _, i := range behind {
 		if v, _ := raised[i].val.(int64); v == 1 {
@@ -287,7 +289,8 @@ func (l *Lock) refresh(ctx context.Context, start time.Time) error {
 		return fmt.Errorf("%w: %q: its local deadline has passed", ErrLockLost, l.keys.name)
 	}
 	c := l.client
-	replies := c.each(ctx, c.all, renewScript, renewScript.args(&l.keys.lock, &l.value, &l.ttlMs))
+	replies, buf := c.each(ctx, c.all, renewScript, renewScript.args(&l.keys.lock, &l.value, &l.ttlMs))
+	defer c.done(buf)
 	ok, gone := 0, 0
 	for _, r := range replies {
 		switch r.val {
@@ -331,7 +334,8 @@ func (l *Lock) Release(ctx context.Context) error {
 }
 
 func (c *Client) release(ctx context.Context, l *Lock, idx []int) error {
-	replies := c.each(ctx, idx, releaseScript, releaseScript.args(&l.keys.lock, &l.value))
+	replies, buf := c.each(ctx, idx, releaseScript, releaseScript.args(&l.keys.lock, &l.value))
+	defer c.done(buf)
 	deleted, failed := 0, 0
 	for _, r := range replies {
 		if r.val == int64(1) {

@@ -21,8 +21,25 @@ type reply struct {
 // client's own timeouts are. The last node runs on the caller's goroutine
 // when its client honours context deadlines; the others, or all when it
 // does not, run on goroutines of their own.
-func (c *Client) each(ctx context.Context, idx []int, s *script, args []any) []reply {
-	replies := make([]reply, len(c.nodes))
+//
+// The slice comes from a pool: callers hand buf back with c.done once they
+// no longer read the replies.
+func (c *Client) each(ctx context.Context, idx []int, s *script, args []any) (replies []reply, buf *replyBuf) {
+	buf = c.replies.Get().(*replyBuf)
+	return c.fill(ctx, idx, s, args, buf.r), buf
+}
+
+// replyBuf holds a reusable replies slice, len(c.nodes) long.
+type replyBuf struct{ r []reply }
+
+// done returns buf, from each, to the pool.
+func (c *Client) done(buf *replyBuf) {
+	clear(buf.r) // drop references to replies and errors
+	c.replies.Put(buf)
+}
+
+// fill runs the calls of each into replies.
+func (c *Client) fill(ctx context.Context, idx []int, s *script, args []any, replies []reply) []reply {
 	if len(idx) == 0 {
 		return replies
 	}
