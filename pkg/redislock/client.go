@@ -103,9 +103,6 @@ func New(nodes []redis.UniversalClient, opts *Options) (*Client, error) {
 // Identity returns the identity this Client stores in its locks.
 func (c *Client) Identity() string { return c.opts.Identity }
 
-// Quorum returns how many nodes must grant a lock: N/2+1.
-func (c *Client) Quorum() int { return c.quorum }
-
 func nodeName(i int, rc redis.UniversalClient) string {
 	if o, ok := rc.(interface{ Options() *redis.Options }); ok {
 		return fmt.Sprintf("node %d (%s)", i, o.Options().Addr)

@@ -140,6 +140,13 @@ func TestElectorsHandOverGracefullyOneAtATime(t *testing.T) {
 		if next == leader {
 			t.Fatalf("round %d: stopped candidate %d still leads", round, leader)
 		}
+		// The standbys learn who leads from their failed attempts.
+		for i, c := range cands {
+			if i == leader || i == next {
+				continue
+			}
+			waitFor(t, 3*time.Second, "standbys to see the new leader", func() bool { return c.e.Leader() == names[next] })
+		}
 		cands[leader] = start(j.elector(t, newClient(t, names[leader], s), "election", timing))
 	}
 	if terms := j.check(t); terms < 11 {
