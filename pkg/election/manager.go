@@ -8,7 +8,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
@@ -30,7 +33,8 @@ type Election struct {
 }
 
 // ForRedisLock reads the RedisLock ref and its Secrets through cfg (the
-// candidate needs get on redislocks and secrets in ref's namespace) and
+// candidate needs get on redislocks and secrets, and create on events, in
+// ref's namespace; election events go on the RedisLock) and
 // returns an Election for identity; "" means the POD_NAME environment
 // variable, else the hostname (redislock.Options' default). Close it after the manager stops.
 func ForRedisLock(ctx context.Context, cfg *rest.Config, ref types.NamespacedName, identity string) (*Election, error) {
@@ -71,8 +75,20 @@ func ForRedisLock(ctx context.Context, cfg *rest.Config, ref types.NamespacedNam
 	}
 	name := redisconn.LockName(&rl)
 	wake, unsubscribe := lc.WatchReleases(context.WithoutCancel(ctx), name)
-	lock, err := NewLock(lc, name, t.TTL, LockOptions{Wake: wake})
+	// client-go's election events ("<identity> became leader") go on the
+	// RedisLock, as Lease election puts them on the Lease.
+	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
+		unsubscribe()
+		closeNodes()
+		return nil, fmt.Errorf("election: %w", err)
+	}
+	broadcaster := record.NewBroadcaster()
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events(rl.Namespace)})
+	recorder := broadcaster.NewRecorder(scheme, corev1.EventSource{Component: "redislock-election"})
+	lock, err := NewLock(lc, name, t.TTL, LockOptions{Wake: wake, Recorder: recorder, Object: &rl})
+	if err != nil {
+		broadcaster.Shutdown()
 		unsubscribe()
 		closeNodes()
 		return nil, err
@@ -81,6 +97,7 @@ func ForRedisLock(ctx context.Context, cfg *rest.Config, ref types.NamespacedNam
 		Lock:          lock,
 		LeaseDuration: t.TTL, RenewDeadline: t.RenewDeadline, RetryPeriod: t.RenewInterval,
 		close: func() {
+			broadcaster.Shutdown()
 			unsubscribe()
 			closeNodes()
 		},

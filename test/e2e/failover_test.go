@@ -44,6 +44,11 @@ func TestSampleOperatorFailover(t *testing.T) {
 		f := newFleet(t, bin, redisArgs(ns, name))
 		scenario(t, f, d, func(leader string) {
 			waitHolder(t, ns, name, leader, 5*time.Second)
+			// client-go's election events land on the RedisLock.
+			waitUntil(t, 10*time.Second, "a LeaderElection event naming "+leader, func() bool {
+				out, _ := kubectl(t, "get", "events", "-n", ns, "--field-selector", "involvedObject.name="+name, "-o", "jsonpath={.items[*].message}")
+				return strings.Contains(out, leader+" became leader")
+			})
 		}, func(crash, graceful time.Duration) {
 			if crash > d.lease+3*time.Second {
 				t.Errorf("crash handover took %v, want at most ttl+3s = %v", crash, d.lease+3*time.Second)
