@@ -121,3 +121,38 @@ func TestWatchdogRejectsBadTiming(t *testing.T) {
 		t.Fatalf("renew interval = ttl: %v, want ErrInvalidOptions", err)
 	}
 }
+
+// A Redis restart without persistence forgets the lock. The holder cannot
+// be told; it finds out at its next renewal, which finds the key gone and
+// never re-creates it. Until then S1 can break (see the package doc); this
+// pins down that the window is one renew interval.
+func TestHolderNoticesRedisRestartAtNextRenewal(t *testing.T) {
+	s := redistest.Start(t, redisproc.Options{})
+	c := newClient(t, "a", s)
+	l, err := c.Obtain(context.Background(), "amnesia", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, stop, err := l.Watchdog(context.Background(), 100*time.Millisecond, 3*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = stop() }()
+	restarted := time.Now()
+	if err := s.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-held.Done():
+	case <-time.After(3 * time.Second):
+		t.Fatal("holder still believes 3s after Redis forgot its lock")
+	}
+	took := time.Since(restarted)
+	if err := context.Cause(held); !errors.Is(err, redislock.ErrLockLost) {
+		t.Fatalf("cause %v, want ErrLockLost from the renewal", err)
+	}
+	t.Logf("holder stepped down %v after the restart began (renew interval 100ms)", took)
+	if got := get(t, s, lockKey("amnesia")); got != "" {
+		t.Fatalf("renewal re-created the key: %q", got)
+	}
+}
