@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"context"
-	"strings"
 	"sync"
 
 	"github.com/go-logr/logr"
@@ -15,10 +14,6 @@ import (
 	"github.com/redislock/redislock/internal/redisconn"
 	"github.com/redislock/redislock/pkg/redislock"
 )
-
-// eventsPattern matches every lock's pub/sub channel (see
-// redislock.EventsChannel).
-const eventsPattern = "redislock:{*}:events"
 
 // clientCache shares Redis clients among the RedisLocks with the same
 // connection config, listens to their locks' pub/sub messages, and closes
@@ -132,7 +127,7 @@ func (c *clientCache) open(cfg redisconn.Config) (*cacheEntry, error) {
 	e := &cacheEntry{lc: lc, nodes: nodes, done: make(chan struct{}), byLock: map[string]map[types.NamespacedName]bool{}}
 	for _, n := range nodes {
 		// go-redis reconnects and resubscribes by itself after faults.
-		sub := n.PSubscribe(context.Background(), eventsPattern)
+		sub := n.PSubscribe(context.Background(), redislock.EventsPattern)
 		e.subs = append(e.subs, sub)
 		e.wg.Add(1)
 		go func() {
@@ -147,11 +142,7 @@ func (c *clientCache) open(cfg redisconn.Config) (*cacheEntry, error) {
 
 // notify enqueues the RedisLocks that watch the lock of channel.
 func (c *clientCache) notify(e *cacheEntry, channel string) {
-	lock, ok := strings.CutPrefix(channel, "redislock:{")
-	if !ok {
-		return
-	}
-	lock, ok = strings.CutSuffix(lock, "}:events")
+	lock, ok := redislock.LockOfChannel(channel)
 	if !ok {
 		return
 	}

@@ -27,11 +27,7 @@ const (
 )
 
 // setCondition sets one condition at the object's generation.
-func setCondition(rl *v1alpha1.RedisLock, typ string, ok bool, reason, msg string) {
-	s := metav1.ConditionFalse
-	if ok {
-		s = metav1.ConditionTrue
-	}
+func setCondition(rl *v1alpha1.RedisLock, typ string, s metav1.ConditionStatus, reason, msg string) {
 	meta.SetStatusCondition(&rl.Status.Conditions, metav1.Condition{
 		Type: typ, Status: s, Reason: reason, Message: msg, ObservedGeneration: rl.Generation,
 	})
@@ -56,9 +52,10 @@ func reasonFor(err error) string {
 // was not asked, so reachability and holder are unknown.
 func setUnusable(rl *v1alpha1.RedisLock, err error) {
 	reason := reasonFor(err)
-	setCondition(rl, v1alpha1.ConditionReady, false, reason, err.Error())
-	meta.SetStatusCondition(&rl.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionRedisReachable, Status: metav1.ConditionUnknown, Reason: reason, Message: "Redis not contacted: " + reason, ObservedGeneration: rl.Generation})
-	meta.SetStatusCondition(&rl.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionHeld, Status: metav1.ConditionUnknown, Reason: reason, Message: "Redis not contacted: " + reason, ObservedGeneration: rl.Generation})
+	setCondition(rl, v1alpha1.ConditionReady, metav1.ConditionFalse, reason, err.Error())
+	for _, typ := range []string{v1alpha1.ConditionRedisReachable, v1alpha1.ConditionHeld} {
+		setCondition(rl, typ, metav1.ConditionUnknown, reason, "Redis not contacted: "+reason)
+	}
 }
 
 // applyHolder folds what Inspect saw (h, err) into the status and reports
@@ -77,21 +74,21 @@ func applyHolder(rl *v1alpha1.RedisLock, h redislock.Holder, err error, now time
 		}
 	}
 	if errors.Is(err, redislock.ErrNoQuorum) {
-		setCondition(rl, v1alpha1.ConditionReady, false, ReasonNoQuorum, err.Error())
-		setCondition(rl, v1alpha1.ConditionRedisReachable, false, ReasonNoQuorum, err.Error())
-		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: v1alpha1.ConditionHeld, Status: metav1.ConditionUnknown, Reason: ReasonNoQuorum, Message: "Redis unreachable; last holder shown", ObservedGeneration: rl.Generation})
+		setCondition(rl, v1alpha1.ConditionReady, metav1.ConditionFalse, ReasonNoQuorum, err.Error())
+		setCondition(rl, v1alpha1.ConditionRedisReachable, metav1.ConditionFalse, ReasonNoQuorum, err.Error())
+		setCondition(rl, v1alpha1.ConditionHeld, metav1.ConditionUnknown, ReasonNoQuorum, "Redis unreachable; last holder shown")
 		return false
 	}
-	setCondition(rl, v1alpha1.ConditionRedisReachable, true, ReasonReachable, fmt.Sprintf("%d of %d nodes answered", reachable(h), len(h.Nodes)))
+	setCondition(rl, v1alpha1.ConditionRedisReachable, metav1.ConditionTrue, ReasonReachable, fmt.Sprintf("%d of %d nodes answered", reachable(h), len(h.Nodes)))
 	if err != nil {
-		setCondition(rl, v1alpha1.ConditionReady, false, reasonFor(err), err.Error())
-		setCondition(rl, v1alpha1.ConditionHeld, false, reasonFor(err), err.Error())
+		setCondition(rl, v1alpha1.ConditionReady, metav1.ConditionFalse, reasonFor(err), err.Error())
+		setCondition(rl, v1alpha1.ConditionHeld, metav1.ConditionFalse, reasonFor(err), err.Error())
 	} else {
-		setCondition(rl, v1alpha1.ConditionReady, true, ReasonReady, "lock state read from Redis")
+		setCondition(rl, v1alpha1.ConditionReady, metav1.ConditionTrue, ReasonReady, "lock state read from Redis")
 		if h.Identity != "" {
-			setCondition(rl, v1alpha1.ConditionHeld, true, ReasonHeld, "held by "+h.Identity)
+			setCondition(rl, v1alpha1.ConditionHeld, metav1.ConditionTrue, ReasonHeld, "held by "+h.Identity)
 		} else {
-			setCondition(rl, v1alpha1.ConditionHeld, false, ReasonFree, "no holder")
+			setCondition(rl, v1alpha1.ConditionHeld, metav1.ConditionFalse, ReasonFree, "no holder")
 		}
 	}
 	hadHolder := st.FencingToken > 0 // some acquisition was seen before

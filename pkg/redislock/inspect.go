@@ -54,7 +54,7 @@ func (c *Client) ForceRelease(ctx context.Context, name string) (Holder, error) 
 	if value == "" || (err != nil && !errors.Is(err, ErrMalformedValue)) {
 		return h, err
 	}
-	keys, _ := newAcquisition(name, c.opts.Identity)
+	keys := keysFor(name)
 	victim := &Lock{client: c, keys: keys, value: value}
 	if err := c.release(ctx, victim, c.all); err != nil && !errors.Is(err, ErrNotHeld) {
 		return h, fmt.Errorf("force release %q: %w", name, err)
@@ -67,7 +67,7 @@ func (c *Client) inspect(ctx context.Context, name string) (Holder, string, erro
 	if err := checkName(name); err != nil {
 		return Holder{}, "", err
 	}
-	keys, _ := newAcquisition(name, c.opts.Identity)
+	keys := keysFor(name)
 	replies, buf := c.each(ctx, c.all, inspectScript, inspectScript.args(&keys.lock, &keys.fence))
 	defer c.done(buf)
 	var (

@@ -21,11 +21,26 @@ type lockKeys struct {
 
 // EventsChannel returns the pub/sub channel on which the lock called name
 // announces "acquired" and "released".
-func EventsChannel(name string) string { return lockKey(name) + ":events" }
+func EventsChannel(name string) string { return lockKey(name) + eventsSuffix[1:] }
+
+// EventsPattern is a PSUBSCRIBE pattern that matches the events channel of
+// every lock.
+const EventsPattern = keyPrefix + "*" + eventsSuffix
+
+// LockOfChannel returns the name of the lock whose events channel is
+// channel, and false for any other channel.
+func LockOfChannel(channel string) (string, bool) {
+	name, ok := strings.CutPrefix(channel, keyPrefix)
+	if !ok {
+		return "", false
+	}
+	return strings.CutSuffix(name, eventsSuffix)
+}
 
 const (
-	keyPrefix   = "redislock:{"
-	fenceSuffix = "}:fence"
+	keyPrefix    = "redislock:{"
+	fenceSuffix  = "}:fence"
+	eventsSuffix = "}:events"
 )
 
 func lockKey(name string) string { return keyPrefix + name + "}" }
@@ -53,6 +68,14 @@ func newAcquisition(name, identity string) (lockKeys, string) {
 	b.WriteString(fenceSuffix)
 	writeValue(&b, identity)
 	s := b.String()
-	fence := s[:n]
-	return lockKeys{name: name, lock: fence[:n-len(fenceSuffix)+1], fence: fence}, s[n:]
+	return splitKeys(name, s[:n]), s[n:]
+}
+
+// keysFor lays out the keys of a checked name, for calls that write no
+// value.
+func keysFor(name string) lockKeys { return splitKeys(name, keyPrefix+name+fenceSuffix) }
+
+// splitKeys takes the lock key from the fence key, of which it is a prefix.
+func splitKeys(name, fence string) lockKeys {
+	return lockKeys{name: name, lock: fence[:len(fence)-len(fenceSuffix)+1], fence: fence}
 }
