@@ -167,3 +167,48 @@ func (c Config) Clients() []redis.UniversalClient {
 	}
 	return out
 }
+
+// Candidate is what one candidate needs to campaign for a RedisLock: the
+// object as read, a lock client on new connections, the lock's name in
+// Redis and its timing, already checked against the client.
+type Candidate struct {
+	Object *v1alpha1.RedisLock
+	Client *redislock.Client
+	Name   string
+	Timing redislock.Timing
+
+	nodes []redis.UniversalClient
+}
+
+// OpenCandidate reads the RedisLock ref and its Secrets through r and
+// opens a lock client for it with o (NodeTimeout comes from the spec). The
+// caller closes it. Errors name the RedisLock, and the field at fault where
+// there is one.
+func OpenCandidate(ctx context.Context, r client.Reader, ref types.NamespacedName, o redislock.Options) (*Candidate, error) {
+	var rl v1alpha1.RedisLock
+	if err := r.Get(ctx, ref, &rl); err != nil {
+		return nil, fmt.Errorf("get RedisLock %s: %w", ref, err)
+	}
+	cfg, err := Resolve(ctx, r, &rl)
+	if err != nil {
+		return nil, fmt.Errorf("RedisLock %s: %w", ref, err)
+	}
+	nodes := cfg.Clients()
+	o.NodeTimeout = cfg.NodeTimeout
+	c := &Candidate{Object: &rl, Name: LockName(&rl), Timing: Timing(&rl), nodes: nodes}
+	if c.Client, err = redislock.New(nodes, &o); err == nil {
+		err = c.Client.CheckTiming(c.Timing)
+	}
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("RedisLock %s: %w", ref, err)
+	}
+	return c, nil
+}
+
+// Close closes the candidate's Redis connections.
+func (c *Candidate) Close() {
+	for _, n := range c.nodes {
+		_ = n.Close()
+	}
+}

@@ -49,48 +49,28 @@ func ForRedisLock(ctx context.Context, cfg *rest.Config, ref types.NamespacedNam
 	if err != nil {
 		return nil, fmt.Errorf("election: %w", err)
 	}
-	var rl v1alpha1.RedisLock
-	if err := c.Get(ctx, ref, &rl); err != nil {
-		return nil, fmt.Errorf("election: get RedisLock %s: %w", ref, err)
-	}
-	conn, err := redisconn.Resolve(ctx, c, &rl)
+	cand, err := redisconn.OpenCandidate(ctx, c, ref, redislock.Options{Identity: identity})
 	if err != nil {
-		return nil, fmt.Errorf("election: RedisLock %s: %w", ref, err)
+		return nil, fmt.Errorf("election: %w", err)
 	}
-	nodes := conn.Clients()
-	closeNodes := func() {
-		for _, n := range nodes {
-			_ = n.Close()
-		}
-	}
-	lc, err := redislock.New(nodes, &redislock.Options{Identity: identity, NodeTimeout: conn.NodeTimeout})
-	if err != nil {
-		closeNodes()
-		return nil, fmt.Errorf("election: RedisLock %s: %w", ref, err)
-	}
-	t := redisconn.Timing(&rl)
-	if err := lc.CheckTiming(t); err != nil {
-		closeNodes()
-		return nil, fmt.Errorf("election: RedisLock %s: %w", ref, err)
-	}
-	name := redisconn.LockName(&rl)
+	rl, lc, t, name := cand.Object, cand.Client, cand.Timing, cand.Name
 	wake, unsubscribe := lc.WatchReleases(context.WithoutCancel(ctx), name)
 	// client-go's election events ("<identity> became leader") go on the
 	// RedisLock, as Lease election puts them on the Lease.
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		unsubscribe()
-		closeNodes()
+		cand.Close()
 		return nil, fmt.Errorf("election: %w", err)
 	}
 	broadcaster := record.NewBroadcaster()
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events(rl.Namespace)})
 	recorder := broadcaster.NewRecorder(scheme, corev1.EventSource{Component: "redislock-election"})
-	lock, err := NewLock(lc, name, t.TTL, LockOptions{Wake: wake, Recorder: recorder, Object: &rl})
+	lock, err := NewLock(lc, name, t.TTL, LockOptions{Wake: wake, Recorder: recorder, Object: rl})
 	if err != nil {
 		broadcaster.Shutdown()
 		unsubscribe()
-		closeNodes()
+		cand.Close()
 		return nil, err
 	}
 	return &Election{
@@ -99,7 +79,7 @@ func ForRedisLock(ctx context.Context, cfg *rest.Config, ref types.NamespacedNam
 		close: func() {
 			broadcaster.Shutdown()
 			unsubscribe()
-			closeNodes()
+			cand.Close()
 		},
 	}, nil
 }
