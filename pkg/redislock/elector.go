@@ -65,20 +65,56 @@ func (c *Client) NewElector(o ElectorOptions) (*Elector, error) {
 // so it turns false the instant the step-down deadline passes, even before
 // the leadership context is cancelled.
 func (e *Elector) IsLeader() bool {
-	l, _ := e.Leading()
-	return l != nil
+	return e.State().Leading
 }
 
 // Leading returns the held lock and its leadership context while this
 // candidate leads, and nil otherwise.
 func (e *Elector) Leading() (*Lock, context.Context) {
-	e.mu.Lock()
-	l, held := e.lock, e.held
-	e.mu.Unlock()
-	if l == nil || held.Err() != nil || !l.Valid() || !e.c.opts.Clock.Now().Before(l.after(e.o.RenewDeadline)) {
+	s := e.State()
+	if !s.Leading {
 		return nil, nil
 	}
-	return l, held
+	return s.lock, s.held
+}
+
+// State is what an Elector knows at one instant.
+type State struct {
+	// At is the instant the rest is true of: one reading of the Client's
+	// clock, taken before the other fields were decided.
+	At time.Time
+	// Leading reports whether this candidate leads at At: it holds the
+	// lock, and At is before ValidUntil.
+	Leading bool
+	// Leader is the identity of the leader last observed, this
+	// candidate's while Leading; "" when unknown.
+	Leader string
+	// Fence is the fencing token of the held lock while Leading, else 0.
+	Fence int64
+	// ValidUntil is the step-down deadline while Leading (the start of
+	// the last successful renewal plus RenewDeadline), else the zero time.
+	// Leading turns false at this instant whether or not Redis answers.
+	ValidUntil time.Time
+
+	lock *Lock
+	held context.Context
+}
+
+// State returns what the elector knows now. A caller that reports it (say,
+// over HTTP) should report At with it: if the process is paused after the
+// clock was read, the answer is still true of At.
+func (e *Elector) State() State {
+	e.mu.Lock()
+	l, held, leader := e.lock, e.held, e.leader
+	e.mu.Unlock()
+	s := State{At: e.c.opts.Clock.Now(), Leader: leader}
+	if l == nil || held.Err() != nil {
+		return s
+	}
+	if until := l.after(e.o.RenewDeadline); s.At.Before(until) {
+		s.Leading, s.Fence, s.ValidUntil, s.lock, s.held = true, l.Fence(), until, l, held
+	}
+	return s
 }
 
 // Leader returns the identity of the last leader observed, "" if none yet.
@@ -138,7 +174,8 @@ func (e *Elector) lead(ctx context.Context, l *Lock) {
 	<-held.Done()
 	err := stop()
 	e.mu.Lock()
-	e.lock, e.held = nil, nil
+	// Who leads next is unknown until the next attempt observes it.
+	e.lock, e.held, e.leader = nil, nil, ""
 	e.mu.Unlock()
 	log.Info("stopped leading", "reason", fmt.Sprint(err))
 	if e.o.OnStoppedLeading != nil {
