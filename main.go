@@ -1,6 +1,7 @@
 // Command redislock is the redislock binary. Subcommands:
 //
 //	controller  run the RedisLock controller (see -h)
+//	agent       campaign for a RedisLock as a pod's sidecar (see -h)
 //	demo        elect a leader among local processes on a throwaway Redis,
 //	            kill it and time the handover (see -h)
 //	candidate   one demo candidate (started by demo)
@@ -13,6 +14,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/redislock/redislock/internal/agent"
 	"github.com/redislock/redislock/internal/controllercmd"
 	"github.com/redislock/redislock/internal/demo"
 )
@@ -29,15 +31,17 @@ func main() {
 
 func run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("usage: redislock controller|demo|candidate [flags]")
+		return fmt.Errorf("usage: redislock controller|agent|demo|candidate [flags]")
 	}
 	switch args[0] {
 	case "controller":
 		return controllercmd.Run(ctx, args[1:])
+	case "agent":
+		return agent.Command(ctx, args[1:])
 	case "demo":
 		return demo.Run(ctx, args[1:], os.Stdout)
 	case "candidate":
 		return demo.Candidate(ctx, args[1:], os.Stdout)
 	}
-	return fmt.Errorf("unknown subcommand %q: want controller, demo or candidate", args[0])
+	return fmt.Errorf("unknown subcommand %q: want controller, agent, demo or candidate", args[0])
 }

@@ -1,0 +1,235 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/redislock/redislock/api/v1alpha1"
+	"github.com/redislock/redislock/internal/redisconn"
+	"github.com/redislock/redislock/pkg/promlock"
+	"github.com/redislock/redislock/pkg/redislock"
+)
+
+// The agent runs as its pod's service account, which needs these in the
+// pod's namespace (the redislock-agent ClusterRole, bound by a RoleBinding).
+// +kubebuilder:rbac:groups=redislock.io,resources=redislocks,verbs=get
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// +kubebuilder:rbac:groups="",resources=pods,verbs=patch
+
+// LeaderLabel is the pod label the agent keeps "true" while its pod leads
+// and "false" otherwise, when Options.LabelPod is set.
+const LeaderLabel = "redislock.io/leader"
+
+// DefaultAddr is the default HTTP listen address.
+const DefaultAddr = ":8090"
+
+// Retry bounds for reading the RedisLock at start.
+const (
+	openBackoffMin = time.Second
+	openBackoffMax = 30 * time.Second
+)
+
+// finalWriteTimeout bounds the last label patch and file write at exit.
+const finalWriteTimeout = 5 * time.Second
+
+// ErrInvalidOptions is wrapped by New's errors for invalid Options.
+var ErrInvalidOptions = errors.New("agent: invalid options")
+
+// Options configures an Agent.
+type Options struct {
+	// Lock is the RedisLock to campaign for. Required.
+	Lock types.NamespacedName
+	// Identity is this candidate's identity, the pod's name. Required.
+	Identity string
+	// Addr is the listen address of /leader, /healthz and /metrics.
+	// Default DefaultAddr.
+	Addr string
+	// LabelPod makes the agent keep LeaderLabel on the pod called
+	// Identity in Lock's namespace.
+	LabelPod bool
+	// LeaderFile, when set, is the path of a file the agent keeps the
+	// Status in, as JSON.
+	LeaderFile string
+	// Clock tells time. Default redislock.RealClock.
+	Clock redislock.Clock
+	// Logger receives the agent's and the lock engine's logs. Default
+	// logr.Discard().
+	Logger logr.Logger
+}
+
+// Agent campaigns for one RedisLock and reports who leads.
+type Agent struct {
+	o       Options
+	c       client.Client
+	reg     *prometheus.Registry
+	metrics *promlock.Metrics
+
+	mu      sync.Mutex
+	elector *redislock.Elector // nil until campaigning
+	name    string             // the lock's name in Redis, once read
+	openErr error              // why it is not campaigning yet
+}
+
+// New checks o and returns an Agent that talks to the API server through
+// cfg. It does no I/O.
+func New(cfg *rest.Config, o Options) (*Agent, error) {
+	switch {
+	case o.Lock.Name == "":
+		return nil, fmt.Errorf("%w: Lock.Name is empty", ErrInvalidOptions)
+	case o.Lock.Namespace == "":
+		return nil, fmt.Errorf("%w: Lock.Namespace is empty", ErrInvalidOptions)
+	case o.Identity == "":
+		return nil, fmt.Errorf("%w: Identity is empty", ErrInvalidOptions)
+	}
+	if o.Addr == "" {
+		o.Addr = DefaultAddr
+	}
+	if o.Clock == nil {
+		o.Clock = redislock.RealClock{}
+	}
+	if o.Logger.GetSink() == nil {
+		o.Logger = logr.Discard()
+	}
+	scheme := runtime.NewScheme()
+	if err := corev1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	a := &Agent{o: o, c: c, reg: prometheus.NewRegistry()}
+	if a.metrics, err = promlock.New(a.reg); err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	a.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name:        "redislock_agent_leading",
+		Help:        "1 while this agent's pod leads its lock (decided as /leader decides), else 0.",
+		ConstLabels: prometheus.Labels{"redislock": o.Lock.String()},
+	}, func() float64 {
+		if a.status().Leading {
+			return 1
+		}
+		return 0
+	}))
+	return a, nil
+}
+
+// Run serves HTTP and campaigns until ctx ends; then it releases the lock
+// if it holds it, reports that it does not lead (label, file), and returns
+// nil. It returns an error only when it cannot listen on Addr. A RedisLock
+// that cannot be read is retried with backoff, and the reason shows in
+// /leader and the log.
+func (a *Agent) Run(ctx context.Context) error {
+	ln, err := net.Listen("tcp", a.o.Addr)
+	if err != nil {
+		return fmt.Errorf("agent: listen: %w", err)
+	}
+	srv := &http.Server{Handler: a.handler(), ReadHeaderTimeout: 5 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	defer func() {
+		shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalWriteTimeout)
+		defer cancel()
+		_ = srv.Shutdown(shutdown)
+		<-served
+	}()
+
+	cand := a.open(ctx)
+	if cand == nil {
+		return nil
+	}
+	defer cand.Close()
+	changed := make(chan struct{}, 1)
+	notify := func() {
+		select {
+		case changed <- struct{}{}:
+		default:
+		}
+	}
+	el, err := cand.Client.NewElector(redislock.ElectorOptions{
+		Name:             cand.Name,
+		Timing:           cand.Timing,
+		OnStartedLeading: func(context.Context, *redislock.Lock) { notify() },
+		OnStoppedLeading: notify,
+		OnNewLeader:      func(string) { notify() },
+	})
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	a.mu.Lock()
+	a.elector, a.name, a.openErr = el, cand.Name, nil
+	a.mu.Unlock()
+
+	pubCtx, stopPub := context.WithCancel(context.WithoutCancel(ctx))
+	published := make(chan struct{})
+	go func() {
+		defer close(published)
+		a.publish(pubCtx, changed, cand.Timing.RenewInterval)
+	}()
+	err = el.Run(ctx)
+	stopPub()
+	<-published
+	return err
+}
+
+// open reads the RedisLock and opens a lock client for it, retrying with
+// backoff until it succeeds or ctx ends (then it returns nil).
+func (a *Agent) open(ctx context.Context) *redisconn.Candidate {
+	backoff := openBackoffMin
+	for {
+		cand, err := redisconn.OpenCandidate(ctx, a.c, a.o.Lock, redislock.Options{
+			Identity: a.o.Identity, Clock: a.o.Clock, Logger: a.o.Logger, Metrics: a.metrics,
+		})
+		if err == nil {
+			a.o.Logger.Info("campaigning", "lock", cand.Name, "identity", a.o.Identity, "ttl", cand.Timing.TTL.String())
+			return cand
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		a.mu.Lock()
+		a.openErr = err
+		a.mu.Unlock()
+		a.o.Logger.Error(err, "cannot campaign yet", "retryIn", backoff.String())
+		t := a.o.Clock.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C():
+		}
+		backoff = min(2*backoff, openBackoffMax)
+	}
+}
+
+// status returns the agent's answer now.
+func (a *Agent) status() Status {
+	a.mu.Lock()
+	el, name, openErr := a.elector, a.name, a.openErr
+	a.mu.Unlock()
+	if el == nil {
+		st := Status{Identity: a.o.Identity, Lock: a.o.Lock.String(), ObservedAt: a.o.Clock.Now(), Error: "starting"}
+		if openErr != nil {
+			st.Error = openErr.Error()
+		}
+		return st
+	}
+	return statusOf(a.o.Identity, name, el.State())
+}

@@ -1,0 +1,43 @@
+package agent
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+)
+
+// Command runs `redislock agent` with args until ctx ends.
+func Command(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+	lock := fs.String("lock", "", "name of the RedisLock to campaign for (required)")
+	namespace := fs.String("namespace", os.Getenv("POD_NAMESPACE"), "namespace of the RedisLock and of this pod (default $POD_NAMESPACE)")
+	identity := fs.String("identity", os.Getenv("POD_NAME"), "this candidate's identity, the pod's name (default $POD_NAME)")
+	addr := fs.String("http-address", DefaultAddr, "listen address of /leader, /healthz and /metrics")
+	labelPod := fs.Bool("label-pod", false, "keep the pod label "+LeaderLabel+"=true|false current (needs patch on pods)")
+	leaderFile := fs.String("leader-file", "", "keep the /leader JSON in this file, rewritten on changes and renewals")
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	log := zap.New(zap.UseFlagOptions(&zapOpts))
+	ctrl.SetLogger(log)
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("agent: kubeconfig: %w", err)
+	}
+	a, err := New(cfg, Options{
+		Lock:     types.NamespacedName{Namespace: *namespace, Name: *lock},
+		Identity: *identity, Addr: *addr, LabelPod: *labelPod, LeaderFile: *leaderFile,
+		Logger: log.WithName("agent"),
+	})
+	if err != nil {
+		return fmt.Errorf("%w (flags -lock, -namespace or $POD_NAMESPACE, -identity or $POD_NAME)", err)
+	}
+	return a.Run(ctx)
+}

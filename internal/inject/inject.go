@@ -1,0 +1,142 @@
+package inject
+
+import (
+	"fmt"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
+)
+
+const (
+	// LockAnnotation on a pod (or a pod template) names the RedisLock, in
+	// the pod's namespace, that its replicas campaign for.
+	LockAnnotation = "redislock.io/lock"
+	// PortAnnotation optionally sets the agent's HTTP port, when the
+	// default DefaultPort is taken in the pod.
+	PortAnnotation = "redislock.io/agent-port"
+	// ContainerName is the injected agent container's name.
+	ContainerName = "redislock-agent"
+	// DefaultPort is the agent's HTTP port unless PortAnnotation says
+	// otherwise.
+	DefaultPort = 8090
+	// VolumeName is the shared volume that holds the leader file.
+	VolumeName = "redislock"
+	// MountPath is where the agent and every app container see VolumeName.
+	MountPath = "/var/run/redislock"
+	// LeaderFile is the leader file's path in the containers.
+	LeaderFile = MountPath + "/leader.json"
+	// LeaderURLEnv is set in every app container to the agent's /leader URL.
+	LeaderURLEnv = "REDISLOCK_LEADER_URL"
+)
+
+// Injection is what a pod's annotations ask for.
+type Injection struct {
+	// Lock is the RedisLock's name.
+	Lock string
+	// Port is the agent's HTTP port.
+	Port int32
+}
+
+// Requested reads the injection a pod asks for. ok is false when the pod
+// does not carry LockAnnotation. An error names the annotation at fault.
+func Requested(pod *corev1.Pod) (in Injection, ok bool, err error) {
+	name, ok := pod.Annotations[LockAnnotation]
+	if !ok {
+		return Injection{}, false, nil
+	}
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		return Injection{}, true, fmt.Errorf("annotation %s: %q is not a RedisLock name: %s", LockAnnotation, name, errs[0])
+	}
+	in = Injection{Lock: name, Port: DefaultPort}
+	if p, set := pod.Annotations[PortAnnotation]; set {
+		n, perr := strconv.ParseInt(p, 10, 32)
+		if perr != nil || n < 1 || n > 65535 {
+			return Injection{}, true, fmt.Errorf("annotation %s: %q is not a port number (1-65535)", PortAnnotation, p)
+		}
+		in.Port = int32(n)
+	}
+	for _, c := range append(pod.Spec.InitContainers, pod.Spec.Containers...) {
+		for _, cp := range c.Ports {
+			if cp.ContainerPort == in.Port && c.Name != ContainerName {
+				return Injection{}, true, fmt.Errorf("container %s already uses port %d, the agent's; set annotation %s to a free port", c.Name, in.Port, PortAnnotation)
+			}
+		}
+	}
+	for _, v := range pod.Spec.Volumes {
+		if v.Name == VolumeName {
+			return Injection{}, true, fmt.Errorf("volume %s already exists; the agent needs that name for its leader file", VolumeName)
+		}
+	}
+	return in, true, nil
+}
+
+// Injected reports whether pod already has the agent.
+func Injected(pod *corev1.Pod) bool {
+	for _, c := range append(pod.Spec.InitContainers, pod.Spec.Containers...) {
+		if c.Name == ContainerName {
+			return true
+		}
+	}
+	return false
+}
+
+// Apply adds the agent with image to pod, as in: the sidecar first among
+// the init containers (so it serves before the app starts), the shared
+// volume, and in every app container the volume (read-only) and
+// LeaderURLEnv. The caller checks Injected first.
+func Apply(pod *corev1.Pod, in Injection, image string) {
+	port := intstr.FromInt32(in.Port)
+	probe := func(failures int32) *corev1.Probe {
+		return &corev1.Probe{
+			ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: port}},
+			PeriodSeconds:    1,
+			FailureThreshold: failures,
+		}
+	}
+	agent := corev1.Container{
+		Name:  ContainerName,
+		Image: image,
+		Args: []string{
+			"agent",
+			"-lock=" + in.Lock,
+			"-http-address=:" + strconv.Itoa(int(in.Port)),
+			"-label-pod",
+			"-leader-file=" + LeaderFile,
+		},
+		Env: []corev1.EnvVar{
+			{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+			{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
+		},
+		Ports:         []corev1.ContainerPort{{Name: "redislock", ContainerPort: in.Port, Protocol: corev1.ProtocolTCP}},
+		RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
+		StartupProbe:  probe(30),
+		LivenessProbe: probe(3),
+		Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")},
+		},
+		VolumeMounts: []corev1.VolumeMount{{Name: VolumeName, MountPath: MountPath}},
+		SecurityContext: &corev1.SecurityContext{
+			RunAsNonRoot:             ptr.To(true),
+			ReadOnlyRootFilesystem:   ptr.To(true),
+			AllowPrivilegeEscalation: ptr.To(false),
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+			SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		},
+	}
+	pod.Spec.InitContainers = append([]corev1.Container{agent}, pod.Spec.InitContainers...)
+	pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{
+		Name:         VolumeName,
+		VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}},
+	})
+	url := fmt.Sprintf("http://localhost:%d/leader", in.Port)
+	for i := range pod.Spec.Containers {
+		c := &pod.Spec.Containers[i]
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: VolumeName, MountPath: MountPath, ReadOnly: true})
+		c.Env = append(c.Env, corev1.EnvVar{Name: LeaderURLEnv, Value: url})
+	}
+}

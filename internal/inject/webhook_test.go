@@ -1,0 +1,399 @@
+package inject_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/redislock/redislock/api/v1alpha1"
+	"github.com/redislock/redislock/internal/inject"
+	"github.com/redislock/redislock/internal/testenv"
+)
+
+const image = "example.test/redislock:dev"
+
+// k8s talks to the test API server, which calls the webhook installed from
+// config/webhook (envtest points it at the local webhook server).
+var (
+	k8s        client.Client
+	restConfig *rest.Config
+	scheme     = runtime.NewScheme()
+)
+
+func TestMain(m *testing.M) {
+	code, err := run(m)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(code)
+}
+
+func run(m *testing.M) (int, error) {
+	assets, err := testenv.AssetsDir(filepath.Join("..", ".."))
+	if err != nil {
+		return 0, err
+	}
+	env := &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+		BinaryAssetsDirectory: assets,
+		WebhookInstallOptions: envtest.WebhookInstallOptions{Paths: []string{filepath.Join("..", "..", "config", "webhook")}},
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		return 0, fmt.Errorf("start envtest: %w", err)
+	}
+	defer func() { _ = env.Stop() }()
+	restConfig = cfg
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return 0, err
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return 0, err
+	}
+	if k8s, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
+		return 0, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done, err := startWebhook(ctx, cfg, &env.WebhookInstallOptions)
+	if err != nil {
+		return 0, err
+	}
+	code := m.Run()
+	cancel()
+	if err := <-done; err != nil {
+		return 0, fmt.Errorf("manager: %w", err)
+	}
+	return code, nil
+}
+
+// startWebhook runs a manager that serves the Webhook where envtest's
+// webhook configuration points, and waits until it answers.
+func startWebhook(ctx context.Context, cfg *rest.Config, o *envtest.WebhookInstallOptions) (<-chan error, error) {
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:  scheme,
+		Metrics: metricsserver.Options{BindAddress: "0"},
+		WebhookServer: webhook.NewServer(webhook.Options{
+			Host: o.LocalServingHost, Port: o.LocalServingPort, CertDir: o.LocalServingCertDir,
+		}),
+	})
+	if err != nil {
+		return nil, err
+	}
+	wh, err := inject.NewWebhook(mgr.GetAPIReader(), scheme, image)
+	if err != nil {
+		return nil, err
+	}
+	mgr.GetWebhookServer().Register(inject.Path, &webhook.Admission{Handler: wh})
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for mgr.GetWebhookServer().StartedChecker()(nil) != nil {
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("webhook server did not start within 30s")
+		}
+		select {
+		case err := <-done:
+			return nil, fmt.Errorf("manager stopped: %w", err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return done, nil
+}
+
+// namespace creates a fresh namespace holding a RedisLock called "lock".
+func namespace(t *testing.T) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "inject-"}}
+	if err := k8s.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	rl := &v1alpha1.RedisLock{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "lock"},
+		Spec:       v1alpha1.RedisLockSpec{Redis: v1alpha1.RedisConnection{Addrs: []string{"127.0.0.1:6379"}}},
+	}
+	if err := k8s.Create(context.Background(), rl); err != nil {
+		t.Fatal(err)
+	}
+	return ns.Name
+}
+
+func appPod(ns string, annotations map[string]string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app", Annotations: annotations},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{
+			Name: "app", Image: "example.test/app:1",
+			Ports: []corev1.ContainerPort{{ContainerPort: 8080}},
+		}}},
+	}
+}
+
+// checkInjected fails unless pod carries exactly one agent, set up for
+// lock on port.
+func checkInjected(t *testing.T, pod *corev1.Pod, lock string, port int32) {
+	t.Helper()
+	var agents []corev1.Container
+	for _, c := range pod.Spec.InitContainers {
+		if c.Name == inject.ContainerName {
+			agents = append(agents, c)
+		}
+	}
+	if len(agents) != 1 {
+		t.Fatalf("pod has %d agent containers, want 1: %+v", len(agents), pod.Spec.InitContainers)
+	}
+	a := agents[0]
+	if a.Image != image {
+		t.Errorf("agent image %q, want %q", a.Image, image)
+	}
+	if a.RestartPolicy == nil || *a.RestartPolicy != corev1.ContainerRestartPolicyAlways {
+		t.Errorf("agent restartPolicy %v, want Always (a native sidecar)", a.RestartPolicy)
+	}
+	args := strings.Join(a.Args, " ")
+	for _, want := range []string{"agent", "-lock=" + lock, fmt.Sprintf("-http-address=:%d", port), "-label-pod", "-leader-file=" + inject.LeaderFile} {
+		if !strings.Contains(args, want) {
+			t.Errorf("agent args %q lack %q", args, want)
+		}
+	}
+	env := map[string]string{}
+	for _, e := range a.Env {
+		if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
+			env[e.Name] = e.ValueFrom.FieldRef.FieldPath
+		}
+	}
+	if env["POD_NAME"] != "metadata.name" || env["POD_NAMESPACE"] != "metadata.namespace" {
+		t.Errorf("agent env %v lacks the downward-API POD_NAME and POD_NAMESPACE", a.Env)
+	}
+	if len(a.Ports) != 1 || a.Ports[0].ContainerPort != port {
+		t.Errorf("agent ports %+v, want %d", a.Ports, port)
+	}
+	for name, p := range map[string]*corev1.Probe{"startup": a.StartupProbe, "liveness": a.LivenessProbe} {
+		if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/healthz" || p.HTTPGet.Port.IntVal != port {
+			t.Errorf("agent %s probe %+v, want GET /healthz on %d", name, p, port)
+		}
+	}
+	for _, c := range pod.Spec.Containers {
+		url := ""
+		for _, e := range c.Env {
+			if e.Name == inject.LeaderURLEnv {
+				url = e.Value
+			}
+		}
+		if want := fmt.Sprintf("http://localhost:%d/leader", port); url != want {
+			t.Errorf("container %s: %s=%q, want %q", c.Name, inject.LeaderURLEnv, url, want)
+		}
+	}
+}
+
+func TestAnnotatedPodGetsTheAgent(t *testing.T) {
+	ns := namespace(t)
+	pod := appPod(ns, map[string]string{inject.LockAnnotation: "lock"})
+	if err := k8s.Create(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	// The object the create returned is the stored, mutated pod.
+	checkInjected(t, pod, "lock", inject.DefaultPort)
+	if pod.Spec.InitContainers[0].Name != inject.ContainerName {
+		t.Errorf("the agent is not the first init container: %+v", pod.Spec.InitContainers)
+	}
+}
+
+func TestPortAnnotationMovesTheAgent(t *testing.T) {
+	ns := namespace(t)
+	pod := appPod(ns, map[string]string{inject.LockAnnotation: "lock", inject.PortAnnotation: "9777"})
+	if err := k8s.Create(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	checkInjected(t, pod, "lock", 9777)
+}
+
+// A Deployment is stored as written; the pods created from its template
+// (here as the ReplicaSet controller would, which envtest does not run)
+// get the agent.
+func TestDeploymentPodsGetTheAgent(t *testing.T) {
+	ns := namespace(t)
+	tmpl := appPod("", map[string]string{inject.LockAnnotation: "lock"})
+	labels := map[string]string{"app": "worker"}
+	tmpl.Labels = labels
+	dep := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "worker"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: new(int32(3)),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: tmpl.ObjectMeta, Spec: tmpl.Spec},
+		},
+	}
+	want := dep.Spec.Template.Spec.DeepCopy()
+	if err := k8s.Create(context.Background(), dep); err != nil {
+		t.Fatal(err)
+	}
+	if len(dep.Spec.Template.Spec.InitContainers) != 0 || len(dep.Spec.Template.Spec.Containers) != len(want.Containers) {
+		t.Errorf("the Deployment's template was changed: %+v", dep.Spec.Template.Spec)
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: *dep.Spec.Template.ObjectMeta.DeepCopy(),
+		Spec:       *dep.Spec.Template.Spec.DeepCopy(),
+	}
+	pod.Namespace, pod.GenerateName = ns, "worker-"
+	pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "worker-1", UID: "00000000-0000-0000-0000-000000000001"}}
+	if err := k8s.Create(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	checkInjected(t, pod, "lock", inject.DefaultPort)
+}
+
+func TestPodWithoutAnnotationIsUntouched(t *testing.T) {
+	ns := namespace(t)
+	pod := appPod(ns, map[string]string{"unrelated": "x"})
+	sent := pod.Spec.DeepCopy()
+	if err := k8s.Create(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	if len(pod.Spec.InitContainers) != 0 || len(pod.Spec.Volumes) != 0 {
+		t.Errorf("pod without %s was mutated: init %+v volumes %+v", inject.LockAnnotation, pod.Spec.InitContainers, pod.Spec.Volumes)
+	}
+	for _, e := range pod.Spec.Containers[0].Env {
+		if e.Name == inject.LeaderURLEnv {
+			t.Errorf("pod without annotation got %s", e.Name)
+		}
+	}
+	if len(pod.Spec.Containers[0].VolumeMounts) != len(sent.Containers[0].VolumeMounts) {
+		t.Errorf("pod without annotation got volume mounts %+v", pod.Spec.Containers[0].VolumeMounts)
+	}
+}
+
+// A pod that already has the agent (a second pass: reinvocation, or a pod
+// copied from an injected one) is admitted as it is.
+func TestSecondPassIsIdempotent(t *testing.T) {
+	ns := namespace(t)
+	first := appPod(ns, map[string]string{inject.LockAnnotation: "lock"})
+	if err := k8s.Create(context.Background(), first); err != nil {
+		t.Fatal(err)
+	}
+	again := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "again", Annotations: first.Annotations}, Spec: *first.Spec.DeepCopy()}
+	sent := again.Spec.DeepCopy()
+	if err := k8s.Create(context.Background(), again); err != nil {
+		t.Fatal(err)
+	}
+	checkInjected(t, again, "lock", inject.DefaultPort)
+	if len(again.Spec.Volumes) != len(sent.Volumes) || len(again.Spec.Containers[0].Env) != len(sent.Containers[0].Env) {
+		t.Errorf("second pass changed the pod: volumes %d -> %d, env %d -> %d",
+			len(sent.Volumes), len(again.Spec.Volumes), len(sent.Containers[0].Env), len(again.Spec.Containers[0].Env))
+	}
+
+	// The handler itself, called on its own output, returns no patch.
+	wh, err := inject.NewWebhook(k8s, scheme, image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := json.Marshal(again)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := admission.Request{}
+	req.Namespace = ns
+	req.Object.Raw = raw
+	if resp := wh.Handle(context.Background(), req); !resp.Allowed || len(resp.Patches) != 0 {
+		t.Errorf("second pass: allowed=%t patches=%v, want allowed and none", resp.Allowed, resp.Patches)
+	}
+}
+
+// Bad annotations get the pod rejected, with a message that names the
+// annotation and what is wrong.
+func TestBadAnnotationIsRejected(t *testing.T) {
+	ns := namespace(t)
+	cases := []struct {
+		name        string
+		annotations map[string]string
+		ports       []corev1.ContainerPort
+		want        string
+	}{
+		{"missing lock", map[string]string{inject.LockAnnotation: "nope"}, nil, `annotation redislock.io/lock: RedisLock "nope" not found in namespace`},
+		{"invalid name", map[string]string{inject.LockAnnotation: "Not_A_Name"}, nil, `annotation redislock.io/lock: "Not_A_Name" is not a RedisLock name`},
+		{"bad port", map[string]string{inject.LockAnnotation: "lock", inject.PortAnnotation: "99999"}, nil, `annotation redislock.io/agent-port: "99999" is not a port number`},
+		{"port taken", map[string]string{inject.LockAnnotation: "lock"}, []corev1.ContainerPort{{ContainerPort: inject.DefaultPort}}, "container app already uses port 8090"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := appPod(ns, tc.annotations)
+			if tc.ports != nil {
+				pod.Spec.Containers[0].Ports = tc.ports
+			}
+			err := k8s.Create(context.Background(), pod)
+			if err == nil {
+				t.Fatalf("pod admitted: %+v", pod.Spec)
+			}
+			if !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "denied the request") {
+				t.Fatalf("error %q does not say %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// A RedisLock that exists but is not Ready admits the pod, with a warning.
+func TestLockNotReadyWarns(t *testing.T) {
+	ns := namespace(t)
+	var rl v1alpha1.RedisLock
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "lock"}, &rl); err != nil {
+		t.Fatal(err)
+	}
+	rl.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: "SecretMissing", Message: "no secret", LastTransitionTime: metav1.Now()}}
+	if err := k8s.Status().Update(context.Background(), &rl); err != nil {
+		t.Fatal(err)
+	}
+	warnings := &warningRecorder{}
+	cfg := rest.CopyConfig(restConfig)
+	cfg.WarningHandlerWithContext = warnings
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := appPod(ns, map[string]string{inject.LockAnnotation: "lock"})
+	if err := c.Create(context.Background(), pod); err != nil {
+		t.Fatalf("pod for a RedisLock that is not Ready was rejected: %v", err)
+	}
+	checkInjected(t, pod, "lock", inject.DefaultPort)
+	want := "RedisLock lock is not Ready (SecretMissing: no secret); the agent waits for it"
+	if got := warnings.all(); !slices.Contains(got, want) {
+		t.Errorf("warnings %q lack %q", got, want)
+	}
+}
+
+// warningRecorder keeps the API server's warnings.
+type warningRecorder struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+func (w *warningRecorder) HandleWarningHeaderWithContext(_ context.Context, _ int, _ string, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.seen = append(w.seen, text)
+}
+
+func (w *warningRecorder) all() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.seen)
+}
