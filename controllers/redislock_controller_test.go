@@ -94,7 +94,7 @@ func isCond(typ string, status metav1.ConditionStatus, reason string) func(*v1al
 // holder returns a lock client for the RedisLock's lock, named identity.
 func holder(t *testing.T, identity string, servers ...*redisproc.Server) *redislock.Client {
 	t.Helper()
-	c, err := redislock.New(redistest.Clients(t, servers...), &redislock.Options{Identity: identity})
+	c, err := redislock.New(redistest.Clients(t, servers...), &redislock.Options{AssumeDurable: true, Identity: identity})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -465,7 +465,7 @@ func TestSentinelAndClusterModes(t *testing.T) {
 	}
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: clusterAddrs, ContextTimeoutEnabled: true})
 	defer func() { _ = cc.Close() }()
-	lc, err := redislock.New([]redis.UniversalClient{cc}, &redislock.Options{Identity: "pod-c"})
+	lc, err := redislock.New([]redis.UniversalClient{cc}, &redislock.Options{AssumeDurable: true, Identity: "pod-c"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,9 @@ package redistest
 
 import (
 	"context"
+	"fmt"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -82,4 +84,48 @@ func StartCluster(t testing.TB, n int) []string {
 		_ = c.Close()
 	}
 	return addrs
+}
+
+// WaitUp waits until every server has been up for at least d, as the lock
+// engine's restart guard judges it (uptime_in_seconds, a difference of
+// whole-second readings, less one second), failing t after d plus 5s.
+func WaitUp(t testing.TB, d time.Duration, servers ...*redisproc.Server) {
+	t.Helper()
+	deadline := time.Now().Add(d + 5*time.Second)
+	for _, s := range servers {
+		c := s.Client()
+		for {
+			up, err := upAtLeast(c)
+			if err != nil {
+				_ = c.Close()
+				t.Fatal(err)
+			}
+			if up >= d {
+				break
+			}
+			if time.Now().After(deadline) {
+				_ = c.Close()
+				t.Fatalf("redis-server %s up only %v after waiting for %v", s.Addr, up, d)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		_ = c.Close()
+	}
+}
+
+func upAtLeast(c *redis.Client) (time.Duration, error) {
+	info, err := c.Info(context.Background(), "server").Result()
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.SplitSeq(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "uptime_in_seconds:"); ok {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return 0, fmt.Errorf("uptime_in_seconds %q: %w", v, err)
+			}
+			return time.Duration(n-1) * time.Second, nil
+		}
+	}
+	return 0, fmt.Errorf("no uptime_in_seconds in INFO server")
 }

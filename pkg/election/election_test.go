@@ -96,7 +96,7 @@ type candidate struct {
 // run starts client-go's LeaderElector for identity over a fresh Lock.
 func run(t *testing.T, s *redisproc.Server, j *journal, id string, cfg leaderelection.LeaderElectionConfig, ttl time.Duration) *candidate {
 	t.Helper()
-	lc, err := redislock.New(redistest.Clients(t, s), &redislock.Options{Identity: id})
+	lc, err := redislock.New(redistest.Clients(t, s), &redislock.Options{AssumeDurable: true, Identity: id})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +246,7 @@ func TestLockSemantics(t *testing.T) {
 func testLockSemantics(t *testing.T, servers []*redisproc.Server) {
 	ctx := context.Background()
 	newLock := func(id string) *election.Lock {
-		lc, err := redislock.New(redistest.Clients(t, servers...), &redislock.Options{Identity: id})
+		lc, err := redislock.New(redistest.Clients(t, servers...), &redislock.Options{AssumeDurable: true, Identity: id})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -277,7 +277,7 @@ func testLockSemantics(t *testing.T, servers []*redisproc.Server) {
 		t.Fatalf("takeover Update of a held lock: %v, want Conflict", err)
 	}
 	// An admin frees the lock and b takes it: a's renewal is stale.
-	admin, err := redislock.New(redistest.Clients(t, servers...), &redislock.Options{Identity: "admin"})
+	admin, err := redislock.New(redistest.Clients(t, servers...), &redislock.Options{AssumeDurable: true, Identity: "admin"})
 	if err != nil {
 		t.Fatal(err)
 	}

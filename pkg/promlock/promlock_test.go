@@ -22,7 +22,7 @@ func TestMetricsFollowLockCalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := redislock.New(redistest.Clients(t, s), &redislock.Options{Identity: "a", Metrics: m})
+	c, err := redislock.New(redistest.Clients(t, s), &redislock.Options{AssumeDurable: true, Identity: "a", Metrics: m})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,9 +3,25 @@
 -- KEYS[2]  the fencing counter ("redislock:{<name>}:fence"); it never expires
 -- ARGV[1]  the value to store (see value.go)
 -- ARGV[2]  the ttl in milliseconds
+-- ARGV[3]  "1" when the nodes never lose an acknowledged write (AssumeDurable)
 -- Reply    taken: the new fencing token, an integer >= 1.
 --          held:  {counter, PTTL of the lock key in ms, the holder's value}.
+--          guarded: {counter, ms until the node may grant the lock}.
 -- On success it publishes "acquired" on KEYS[1] .. ":events".
+--
+-- Restart guard: a node without the fencing counter has never granted the
+-- lock, or has lost its data (a restart without persistence), and then a
+-- holder it granted may still believe it holds the lock for up to a ttl
+-- after the restart. Such a node grants nothing until it has been up for
+-- one ttl. uptime_in_seconds is the difference of two whole-second clock
+-- readings, so the node has been up for more than one second less than it.
+if redis.call('EXISTS', KEYS[1]) == 0 and ARGV[3] ~= '1' and redis.call('EXISTS', KEYS[2]) == 0 then
+  local up = tonumber(string.match(redis.call('INFO', 'server'), 'uptime_in_seconds:(%d+)'))
+  local wait = tonumber(ARGV[2]) - (up - 1) * 1000
+  if wait > 0 then
+    return {0, wait}
+  end
+end
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   local fence = redis.call('INCR', KEYS[2])
   redis.call('PUBLISH', KEYS[1] .. ':events', 'acquired')

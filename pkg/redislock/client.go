@@ -36,6 +36,17 @@ type Options struct {
 
 	// Clock is the time source. Default: RealClock.
 	Clock Clock
+
+	// AssumeDurable declares that the nodes never lose an acknowledged
+	// write: every node persists each write before it answers
+	// (appendonly yes, appendfsync always) and no failover promotes a
+	// replica that lags. Default false: a node that has no fencing counter
+	// for a lock (it never granted it, or it restarted and lost its data)
+	// grants that lock only once it has been up for the lock's ttl, so a
+	// holder granted before a restart has stepped down before anyone else
+	// is granted (S1). The price is at most one ttl of waiting for the
+	// first grant of a lock on a node that started less than a ttl ago.
+	AssumeDurable bool
 }
 
 // Client acquires locks on one Redis node, or with the Redlock algorithm on
@@ -51,6 +62,7 @@ type Client struct {
 	quorum  int
 	opts    Options
 	replies sync.Pool // of *replyBuf
+	durable string    // acquire.lua's ARGV[3]: "1" with AssumeDurable
 }
 
 // New returns a Client over nodes, each an independent Redis deployment
@@ -88,7 +100,10 @@ func New(nodes []redis.UniversalClient, opts *Options) (*Client, error) {
 	if o.Clock == nil {
 		o.Clock = RealClock{}
 	}
-	c := &Client{quorum: len(nodes)/2 + 1, opts: o}
+	c := &Client{quorum: len(nodes)/2 + 1, opts: o, durable: "0"}
+	if o.AssumeDurable {
+		c.durable = "1"
+	}
 	c.replies.New = func() any { return &replyBuf{r: make([]reply, len(nodes))} }
 	for i, rc := range nodes {
 		if rc == nil {

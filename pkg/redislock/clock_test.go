@@ -89,7 +89,7 @@ func (t *fakeTimer) Reset(d time.Duration) bool {
 func TestValidityEndsExactlyAtTTLLessDrift(t *testing.T) {
 	s := redistest.Start(t, redisproc.Options{})
 	clock := &fakeClock{now: time.Unix(1_000_000, 0)}
-	c, err := redislock.New(redistest.Clients(t, s), &redislock.Options{Identity: "a", Clock: clock})
+	c, err := redislock.New(redistest.Clients(t, s), &redislock.Options{AssumeDurable: true, Identity: "a", Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func TestValidityEndsExactlyAtTTLLessDrift(t *testing.T) {
 func TestWatchdogStepsDownByInjectedClock(t *testing.T) {
 	s := redistest.Start(t, redisproc.Options{})
 	clock := &fakeClock{now: time.Unix(1_000_000, 0)}
-	c, err := redislock.New(redistest.Clients(t, s), &redislock.Options{Identity: "a", Clock: clock, NodeTimeout: 50 * time.Millisecond})
+	c, err := redislock.New(redistest.Clients(t, s), &redislock.Options{AssumeDurable: true, Identity: "a", Clock: clock, NodeTimeout: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

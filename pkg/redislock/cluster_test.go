@@ -23,11 +23,11 @@ func startCluster(t *testing.T) *redis.ClusterClient {
 // Cluster without CROSSSLOT errors, and the whole lifecycle works there.
 func TestLockOnRedisCluster(t *testing.T) {
 	cc := startCluster(t)
-	a, err := redislock.New([]redis.UniversalClient{cc}, &redislock.Options{Identity: "a"})
+	a, err := redislock.New([]redis.UniversalClient{cc}, &redislock.Options{AssumeDurable: true, Identity: "a"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := redislock.New([]redis.UniversalClient{cc}, &redislock.Options{Identity: "b"})
+	b, err := redislock.New([]redis.UniversalClient{cc}, &redislock.Options{AssumeDurable: true, Identity: "b"})
 	if err != nil {
 		t.Fatal(err)
 	}

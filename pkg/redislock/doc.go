@@ -42,14 +42,23 @@
 // after its lock has passed to another. Systems that must never accept a
 // stale holder's write should check the fencing token.
 //
-// All of the above assumes the nodes keep their data. A node that restarts
-// without persistence, or a failover to an asynchronous replica that had
-// not yet received the key, forgets the lock and its fencing counter: a
-// second holder can then be granted the lock while the first still
-// believes it holds it, and tokens can repeat; in Redlock mode one such
-// node is enough, since it can join a new majority. Run Redis with
-// appendonly yes and appendfsync always for locks that matter, or keep a
-// restarted node out of service for one ttl before clients reach it again.
+// A node that restarts without persistence forgets the lock and its fencing
+// counter while the holder may still believe it holds the lock. The restart
+// guard covers this: a node with no fencing counter for a lock (it never
+// granted it, or it lost its data) grants that lock only once it has been
+// up for one ttl; the old holder's renewal finds the key gone and it steps
+// down, and its belief ends within a ttl of its last renewal, so S1 holds.
+// The price is up to one ttl (plus a second: Redis reports its uptime in
+// whole seconds) before the first grant of a lock on a node that started
+// less than a ttl ago. Options.AssumeDurable turns the guard off for nodes
+// that never lose an acknowledged write.
+//
+// What the guard cannot see: fencing tokens restart from 1 on a node that
+// lost its counter (S3 then needs persistence), and a failover to an
+// asynchronous replica that had not yet received the key keeps the counter
+// but loses the key, so two holders can overlap. Run Redis with appendonly
+// yes and appendfsync always for locks that matter, and prefer Redlock over
+// independent nodes to replicated failover.
 //
 // Redlock's safety also rests on the nodes' clocks not running faster than
 // the drift allowance over one ttl; processes' clocks may differ

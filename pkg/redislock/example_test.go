@@ -17,7 +17,10 @@ var exampleAddr string
 func Example() {
 	rc := redis.NewClient(&redis.Options{Addr: exampleAddr, ContextTimeoutEnabled: true})
 	defer func() { _ = rc.Close() }()
-	locks, err := redislock.New([]redis.UniversalClient{rc}, &redislock.Options{Identity: "worker-1"})
+	// This Redis persists every write before answering (appendonly yes,
+	// appendfsync always), so a node with no record of a lock has never
+	// granted it; without that, leave AssumeDurable false.
+	locks, err := redislock.New([]redis.UniversalClient{rc}, &redislock.Options{Identity: "worker-1", AssumeDurable: true})
 	if err != nil {
 		panic(err)
 	}
@@ -42,7 +45,7 @@ func Example() {
 func ExampleLock_Watchdog() {
 	rc := redis.NewClient(&redis.Options{Addr: exampleAddr, ContextTimeoutEnabled: true})
 	defer func() { _ = rc.Close() }()
-	locks, err := redislock.New([]redis.UniversalClient{rc}, &redislock.Options{Identity: "worker-1"})
+	locks, err := redislock.New([]redis.UniversalClient{rc}, &redislock.Options{Identity: "worker-1", AssumeDurable: true})
 	if err != nil {
 		panic(err)
 	}
@@ -69,7 +72,7 @@ func ExampleLock_Watchdog() {
 func ExampleClient_NewElector() {
 	rc := redis.NewClient(&redis.Options{Addr: exampleAddr, ContextTimeoutEnabled: true})
 	defer func() { _ = rc.Close() }()
-	locks, err := redislock.New([]redis.UniversalClient{rc}, &redislock.Options{Identity: "pod-0"})
+	locks, err := redislock.New([]redis.UniversalClient{rc}, &redislock.Options{Identity: "pod-0", AssumeDurable: true})
 	if err != nil {
 		panic(err)
 	}

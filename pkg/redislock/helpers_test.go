@@ -16,7 +16,7 @@ import (
 // newClient returns a Client over servers, named identity.
 func newClient(t testing.TB, identity string, servers ...*redisproc.Server) *redislock.Client {
 	t.Helper()
-	c, err := redislock.New(redistest.Clients(t, servers...), &redislock.Options{Identity: identity, NodeTimeout: 100 * time.Millisecond})
+	c, err := redislock.New(redistest.Clients(t, servers...), &redislock.Options{AssumeDurable: true, Identity: identity, NodeTimeout: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

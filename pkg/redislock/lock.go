@@ -117,7 +117,7 @@ func (c *Client) checkTTL(ttl time.Duration) error {
 func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, start time.Time) (*Lock, held, error) {
 	keys, value := newAcquisition(name, c.opts.Identity)
 	l := &Lock{client: c, keys: keys, value: value, ttl: ttl, ttlMs: ttl.Milliseconds()}
-	replies, buf := c.each(ctx, c.all, acquireScript, acquireScript.args(&l.keys.lock, &l.keys.fence, &l.value, &l.ttlMs))
+	replies, buf := c.each(ctx, c.all, acquireScript, acquireScript.args(&l.keys.lock, &l.keys.fence, &l.value, &l.ttlMs, &c.durable))
 	defer c.done(buf)
 	var (
 		took    []int
@@ -167,6 +167,9 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, st
 		if err != nil {
 			return nil, h, fmt.Errorf("%w: %q is held by a value this package did not write: %w", ErrNotObtained, keys.name, err)
 		}
+		if h.value == "" {
+			return nil, h, fmt.Errorf("%w: %q: a majority of nodes started less than a ttl ago and hold no record of the lock, so a holder from before a restart may still act; granted in %v at the latest (see Options.AssumeDurable)", ErrNotObtained, keys.name, h.free)
+		}
 		return nil, h, fmt.Errorf("%w: %q is held by %q", ErrNotObtained, keys.name, h.identity)
 	}
 	return nil, held{}, nodeErrors(ErrNoQuorum, replies)
@@ -203,16 +206,25 @@ func (c *Client) commitFence(ctx context.Context, l *Lock, took []int, replies [
 	return nil
 }
 
-// heldReply is acquire.lua's answer from a node where the lock was taken.
+// heldReply is acquire.lua's answer from a node that did not grant the
+// lock: taken by a holder, or guarded after the node's (re)start.
 type heldReply struct {
 	counter int64
-	pttl    time.Duration // negative when the key has no expiry
-	value   string
+	pttl    time.Duration // negative when the key has no expiry; the guard's wait when guarded
+	value   string        // "" when guarded
+	guarded bool
 }
 
 func parseHeld(v []any) (heldReply, error) {
+	if len(v) == 2 {
+		wait, ok := v[1].(int64)
+		if !ok {
+			return heldReply{}, fmt.Errorf("%w: acquire replied guard wait %T", ErrMalformedValue, v[1])
+		}
+		return heldReply{pttl: time.Duration(wait) * time.Millisecond, guarded: true}, nil
+	}
 	if len(v) != 3 {
-		return heldReply{}, fmt.Errorf("%w: acquire replied %d elements, want 3", ErrMalformedValue, len(v))
+		return heldReply{}, fmt.Errorf("%w: acquire replied %d elements, want 2 or 3", ErrMalformedValue, len(v))
 	}
 	counter, ok1 := v[0].(int64)
 	pttl, ok2 := v[1].(int64)
@@ -239,6 +251,9 @@ func (c *Client) describeHolder(hs []heldReply) (held, error) {
 		if h.pttl < 0 { // no expiry: a key we did not write
 			pttls[i] = time.Duration(1<<63 - 1)
 		}
+		if h.guarded {
+			continue
+		}
 		counts[h.value]++
 		if counts[h.value] > counts[top] {
 			top = h.value
@@ -246,6 +261,9 @@ func (c *Client) describeHolder(hs []heldReply) (held, error) {
 	}
 	slices.Sort(pttls)
 	h := held{value: top, free: pttls[need-1]}
+	if len(counts) == 0 {
+		return h, nil // every refusal came from the restart guard
+	}
 	v, err := ParseValue(top)
 	if err != nil {
 		return h, err

@@ -190,7 +190,7 @@ func TestInvalidInputIsRejected(t *testing.T) {
 			return err
 		}, "NodeTimeout -1s is negative"},
 		{"control character in identity", func() error {
-			_, err := redislock.New(one, &redislock.Options{Identity: "a\nb"})
+			_, err := redislock.New(one, &redislock.Options{AssumeDurable: true, Identity: "a\nb"})
 			return err
 		}, "control character"},
 		{"empty name", func() error { _, err := c.Obtain(ctx, "", time.Second); return err }, "lock name is empty"},
@@ -225,7 +225,7 @@ func TestUnreachableRedisFailsWithinNodeTimeout(t *testing.T) {
 	// lock, not from go-redis.
 	rc := redis.NewClient(&redis.Options{Addr: s.Addr, ReadTimeout: time.Minute, WriteTimeout: time.Minute, MaxRetries: -1})
 	t.Cleanup(func() { _ = rc.Close() })
-	c, err := redislock.New([]redis.UniversalClient{rc}, &redislock.Options{Identity: "a", NodeTimeout: 100 * time.Millisecond})
+	c, err := redislock.New([]redis.UniversalClient{rc}, &redislock.Options{AssumeDurable: true, Identity: "a", NodeTimeout: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,7 +255,7 @@ func TestWrongPasswordIsReported(t *testing.T) {
 	s := redistest.Start(t, redisproc.Options{Password: "right"})
 	rc := redis.NewClient(&redis.Options{Addr: s.Addr, Password: "wrong", ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = rc.Close() })
-	c, err := redislock.New([]redis.UniversalClient{rc}, &redislock.Options{Identity: "a"})
+	c, err := redislock.New([]redis.UniversalClient{rc}, &redislock.Options{AssumeDurable: true, Identity: "a"})
 	if err != nil {
 		t.Fatal(err)
 	}

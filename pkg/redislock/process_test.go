@@ -33,8 +33,9 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	// The examples talk to a server of their own.
-	s, err := redisproc.Start(redisproc.Options{})
+	// The examples talk to a server of their own, which persists every
+	// write before it answers: hence AssumeDurable in the examples.
+	s, err := redisproc.Start(redisproc.Options{Args: []string{"--appendonly", "yes", "--appendfsync", "always"}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -50,7 +51,7 @@ const journalKey = "journal"
 func child(role, addr, id string) error {
 	rc := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 	defer func() { _ = rc.Close() }()
-	c, err := redislock.New([]redis.UniversalClient{rc}, &redislock.Options{Identity: id})
+	c, err := redislock.New([]redis.UniversalClient{rc}, &redislock.Options{AssumeDurable: true, Identity: id})
 	if err != nil {
 		return err
 	}

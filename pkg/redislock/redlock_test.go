@@ -110,7 +110,7 @@ func TestRedlockFencingSurvivesDivergentCounters(t *testing.T) {
 		nodes := slices.Clone(clients)
 		a, b := (round+3)%5, (round+4)%5
 		nodes[a], nodes[b] = dead, dead
-		c, err := redislock.New(nodes, &redislock.Options{Identity: "r", NodeTimeout: 100 * time.Millisecond})
+		c, err := redislock.New(nodes, &redislock.Options{AssumeDurable: true, Identity: "r", NodeTimeout: 100 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}

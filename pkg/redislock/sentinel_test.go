@@ -19,7 +19,7 @@ func TestLockThroughSentinel(t *testing.T) {
 	sentinel := redistest.Start(t, redisproc.Options{SentinelFor: "mymaster " + master.Addr})
 	fc := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "mymaster", SentinelAddrs: []string{sentinel.Addr}, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = fc.Close() })
-	c, err := redislock.New([]redis.UniversalClient{fc}, &redislock.Options{Identity: "via-sentinel"})
+	c, err := redislock.New([]redis.UniversalClient{fc}, &redislock.Options{AssumeDurable: true, Identity: "via-sentinel"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package redislock_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -48,7 +49,7 @@ func TestHolderCutOffFromRedisStepsDownByDeadline(t *testing.T) {
 	s := redistest.Start(t, redisproc.Options{})
 	rc := redis.NewClient(&redis.Options{Addr: s.Addr, ReadTimeout: time.Minute, MaxRetries: -1})
 	t.Cleanup(func() { _ = rc.Close() })
-	c, err := redislock.New([]redis.UniversalClient{rc}, &redislock.Options{Identity: "a", NodeTimeout: 150 * time.Millisecond})
+	c, err := redislock.New([]redis.UniversalClient{rc}, &redislock.Options{AssumeDurable: true, Identity: "a", NodeTimeout: 150 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,37 +123,99 @@ func TestWatchdogRejectsBadTiming(t *testing.T) {
 	}
 }
 
-// A Redis restart without persistence forgets the lock. The holder cannot
-// be told; it finds out at its next renewal, which finds the key gone and
-// never re-creates it. Until then S1 can break (see the package doc); this
-// pins down that the window is one renew interval.
-func TestHolderNoticesRedisRestartAtNextRenewal(t *testing.T) {
+// A Redis restart without persistence forgets the lock. The holder steps
+// down at its next renewal (which does not re-create the key), and the
+// restart guard grants the lock to nobody until the node has been up for a
+// ttl, by which time the old holder's belief has ended (S1).
+func TestRedisRestartHolderStepsDownAndNobodyIsGrantedForATTL(t *testing.T) {
 	s := redistest.Start(t, redisproc.Options{})
-	c := newClient(t, "a", s)
-	l, err := c.Obtain(context.Background(), "amnesia", 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
+	const ttl = 2 * time.Second
+	guarded := func(identity string) *redislock.Client {
+		c, err := redislock.New(redistest.Clients(t, s), &redislock.Options{Identity: identity})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
 	}
-	held, stop, err := l.Watchdog(context.Background(), 100*time.Millisecond, 3*time.Second)
+	a, b := guarded("a"), guarded("b")
+
+	// The node just started and has no record of the lock: guarded.
+	_, err := a.Obtain(context.Background(), "amnesia", ttl)
+	if !errors.Is(err, redislock.ErrNotObtained) || !strings.Contains(err.Error(), "started less than a ttl ago") {
+		t.Fatalf("Obtain on a node up for less than a ttl: %v, want ErrNotObtained from the restart guard", err)
+	}
+	var l *redislock.Lock
+	waitFor(t, 2*ttl, "the fresh node's guard to lift", func() bool {
+		l, err = a.Obtain(context.Background(), "amnesia", ttl)
+		return err == nil
+	})
+	held, stop, err := l.Watchdog(context.Background(), 100*time.Millisecond, 1500*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = stop() }()
+	steppedDown := make(chan time.Time, 1)
+	go func() {
+		<-held.Done()
+		steppedDown <- time.Now()
+	}()
+
 	restarted := time.Now()
 	if err := s.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-held.Done():
-	case <-time.After(3 * time.Second):
-		t.Fatal("holder still believes 3s after Redis forgot its lock")
+	var granted time.Time
+	for granted.IsZero() {
+		if time.Since(restarted) > 3*ttl {
+			t.Fatalf("b was not granted the lock within %v of the restart", 3*ttl)
+		}
+		if _, err := b.Obtain(context.Background(), "amnesia", ttl); err == nil {
+			granted = time.Now()
+		} else if !errors.Is(err, redislock.ErrNotObtained) && !errors.Is(err, redislock.ErrNoQuorum) {
+			t.Fatalf("b: %v", err)
+		}
 	}
-	took := time.Since(restarted)
+	var down time.Time
+	select {
+	case down = <-steppedDown:
+	case <-time.After(time.Second):
+		t.Fatal("a still believes it holds the lock a second after b was granted it")
+	}
+	if !down.Before(granted) {
+		t.Fatalf("a stepped down at %v, after b was granted the lock at %v", down.Sub(restarted), granted.Sub(restarted))
+	}
 	if err := context.Cause(held); !errors.Is(err, redislock.ErrLockLost) {
 		t.Fatalf("cause %v, want ErrLockLost from the renewal", err)
 	}
-	t.Logf("holder stepped down %v after the restart began (renew interval 100ms)", took)
-	if got := get(t, s, lockKey("amnesia")); got != "" {
-		t.Fatalf("renewal re-created the key: %q", got)
+	if g := granted.Sub(restarted); g < ttl {
+		t.Fatalf("b was granted the lock %v after the restart, less than the ttl %v", g, ttl)
+	}
+	t.Logf("after the restart: a stepped down by %v, b was granted at %v (ttl %v)",
+		down.Sub(restarted).Round(time.Millisecond), granted.Sub(restarted).Round(time.Millisecond), ttl)
+}
+
+// The guard costs nothing on a node that has been up for a ttl, even for a
+// lock it has never seen, nor on a Redlock whose restarted node is a
+// minority.
+func TestRestartGuardSparesLongRunningNodesAndMinorities(t *testing.T) {
+	servers := redistest.StartN(t, 3)
+	const ttl = time.Second
+	c, err := redislock.New(redistest.Clients(t, servers...), &redislock.Options{Identity: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	redistest.WaitUp(t, ttl, servers...)
+	l, err := c.Obtain(context.Background(), "never-seen", ttl)
+	if err != nil {
+		t.Fatalf("new lock on nodes up for a ttl: %v", err)
+	}
+	if err := l.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := servers[0].Restart(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Obtain(context.Background(), "never-seen", ttl); err != nil {
+		t.Fatalf("with one of three nodes just restarted: %v, want the lock from the other two", err)
 	}
 }

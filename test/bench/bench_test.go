@@ -25,6 +25,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 	addrs := startRedis(b, 1)
 	run(b, addrs, []impl{
 		{"redislock", newOurs},
+		{"redislock-durable", newOursDurable},
 		{"bsm", newBSM},
 		{"redsync", newRedsync},
 		{"rueidis", newRueidis},

@@ -19,7 +19,7 @@ func TestControllerBinaryShowsHolderInKubectlGet(t *testing.T) {
 	ns := newNamespace(t)
 	applyRedisLock(t, ns, "orders-leader", s, "s3cret", durations{lease: 5 * time.Second, renew: 3 * time.Second, retry: 500 * time.Millisecond})
 
-	c, err := redislock.New(redistest.Clients(t, s), &redislock.Options{Identity: "orders-7d9f8b-x2kq4"})
+	c, err := redislock.New(redistest.Clients(t, s), &redislock.Options{AssumeDurable: true, Identity: "orders-7d9f8b-x2kq4"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 )
 
 // impls are the implementations in table order.
-var impls = []string{"redislock", "bsm", "redsync", "rueidis", "raw"}
+var impls = []string{"redislock", "redislock-durable", "bsm", "redsync", "rueidis", "raw"}
 
 // procSuffix is the -GOMAXPROCS suffix go test appends to benchmark names.
 var procSuffix = regexp.MustCompile(`-\d+$`)
@@ -110,6 +110,8 @@ var checks = []check{
 	{"allocs: redislock serial allocs/op", [2]string{single + "redislock/serial", allocs}, [2]string{}, false, 25},
 	{"Redlock5 / single-node serial ns/op (redislock)", [2]string{red5 + "redislock/serial", ns}, [2]string{single + "redislock/serial", ns}, false, 1.5},
 	{"Redlock5 parallel: redislock / redsync throughput", [2]string{red5 + "redsync/parallel", ns}, [2]string{red5 + "redislock/parallel", ns}, true, 2},
+	// The restart guard reads INFO on every fresh name; what that costs.
+	{"restart guard: redislock / redislock-durable serial ns/op", [2]string{single + "redislock/serial", ns}, [2]string{single + "redislock-durable/serial", ns}, false, 1.15},
 }
 
 func printTables(w io.Writer, r results) {
