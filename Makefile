@@ -41,10 +41,12 @@ fuzz:
 generate:
 	$(CONTROLLER_GEN) object paths=./api/...
 
-## manifests: the CRD and the controller's RBAC role, from the markers.
+## manifests: the CRD, the RBAC roles of the controller and the agent, and the webhook configuration, from the markers.
 manifests:
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:dir=config/crd/bases
-	$(CONTROLLER_GEN) rbac:roleName=redislock-controller paths=./controllers/... paths=./internal/controllercmd/... output:rbac:dir=config/rbac
+	$(CONTROLLER_GEN) rbac:roleName=redislock-controller paths=./controllers/... paths=./internal/controllercmd/... paths=./internal/webhookcert/... output:rbac:dir=config/rbac
+	$(CONTROLLER_GEN) rbac:roleName=redislock-agent paths=./internal/agent/... output:rbac:dir=config/rbac/agent
+	$(CONTROLLER_GEN) webhook paths=./internal/inject/... output:webhook:dir=config/webhook
 
 ## verify-generated: fail if generate or manifests would change the tree.
 verify-generated: generate manifests

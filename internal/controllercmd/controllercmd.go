@@ -4,22 +4,54 @@ package controllercmd
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"os"
+	"strings"
 
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/redislock/redislock/api/v1alpha1"
 	"github.com/redislock/redislock/controllers"
+	"github.com/redislock/redislock/internal/inject"
+	"github.com/redislock/redislock/internal/webhookcert"
 )
 
 // The controller's own leader election (-leader-elect) uses a Lease.
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
+
+// Webhook certificate sources (-webhook-certs).
+const (
+	certsSelf     = "self"
+	certsProvided = "provided"
+)
+
+// webhookFlags configure the agent-injecting webhook.
+type webhookFlags struct {
+	agentImage, certs, certDir, secret, configuration, hosts string
+	port                                                     int
+}
+
+func (w *webhookFlags) bind(fs *flag.FlagSet) {
+	fs.StringVar(&w.agentImage, "agent-image", "", "image of the injected agent (normally this controller's own); empty turns the webhook off")
+	fs.IntVar(&w.port, "webhook-port", 9443, "port of the webhook server")
+	fs.StringVar(&w.certDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory of the webhook's tls.crt and tls.key")
+	fs.StringVar(&w.certs, "webhook-certs", certsSelf, "who provides the webhook's certificate: "+certsSelf+" (the controller issues and rotates it, in -webhook-secret, and sets the caBundle of -webhook-configuration) or "+certsProvided+" (files in -webhook-cert-dir, say from cert-manager)")
+	fs.StringVar(&w.secret, "webhook-secret", "redislock-webhook-cert", "with -webhook-certs=self: the Secret, in $POD_NAMESPACE, that holds the CA and the certificate")
+	fs.StringVar(&w.configuration, "webhook-configuration", "redislock-mutating-webhook-configuration", "with -webhook-certs=self: the MutatingWebhookConfiguration whose caBundle the controller sets")
+	fs.StringVar(&w.hosts, "webhook-hosts", "", "with -webhook-certs=self: comma-separated names (or IPs) of the certificate; default redislock-webhook-service.$POD_NAMESPACE.svc")
+}
 
 // Run parses args and runs the controller until ctx ends.
 func Run(ctx context.Context, args []string) error {
@@ -28,12 +60,15 @@ func Run(ctx context.Context, args []string) error {
 	probeAddr := fs.String("health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	leaderElect := fs.Bool("leader-elect", false, "elect one active controller among replicas (a Lease in the controller's namespace)")
 	resync := fs.Duration("resync", 0, "longest time between two inspections of a lock (default 30s)")
+	var wf webhookFlags
+	wf.bind(fs)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	log := zap.New(zap.UseFlagOptions(&zapOpts))
+	ctrl.SetLogger(log)
 
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
@@ -46,19 +81,32 @@ func Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("controller: kubeconfig: %w", err)
 	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+	opts := ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: *metricsAddr},
 		HealthProbeBindAddress: *probeAddr,
 		LeaderElection:         *leaderElect,
 		LeaderElectionID:       "redislock-controller",
-	})
+	}
+	var certs *webhookcert.Manager
+	if wf.agentImage != "" {
+		opts.WebhookServer = webhook.NewServer(webhook.Options{Port: wf.port, CertDir: wf.certDir})
+		if certs, err = wf.certManager(ctx, cfg, scheme, log); err != nil {
+			return err
+		}
+	}
+	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {
 		return fmt.Errorf("controller: manager: %w", err)
 	}
 	r := &controllers.RedisLockReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("redislock-controller"), Resync: *resync}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("controller: setup: %w", err)
+	}
+	if wf.agentImage != "" {
+		if err := setupWebhook(mgr, certs, wf.agentImage); err != nil {
+			return err
+		}
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err
@@ -67,4 +115,60 @@ func Run(ctx context.Context, args []string) error {
 		return err
 	}
 	return mgr.Start(ctx)
+}
+
+// certManager returns the manager of the webhook's certificate with
+// -webhook-certs=self, after a first pass that writes the files the
+// webhook server needs to start; nil with -webhook-certs=provided.
+func (w *webhookFlags) certManager(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, log logr.Logger) (*webhookcert.Manager, error) {
+	switch w.certs {
+	case certsProvided:
+		return nil, nil
+	case certsSelf:
+	default:
+		return nil, fmt.Errorf("controller: -webhook-certs=%q: want %s or %s", w.certs, certsSelf, certsProvided)
+	}
+	ns := os.Getenv("POD_NAMESPACE")
+	if ns == "" {
+		return nil, fmt.Errorf("controller: -webhook-certs=self needs POD_NAMESPACE, the namespace of its Secret")
+	}
+	hosts := []string{"redislock-webhook-service." + ns + ".svc"}
+	if w.hosts != "" {
+		hosts = strings.Split(w.hosts, ",")
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("controller: %w", err)
+	}
+	m, err := webhookcert.New(c, webhookcert.Options{
+		Namespace: ns, SecretName: w.secret, WebhookConfigName: w.configuration,
+		Hosts: hosts, CertDir: w.certDir, Logger: log.WithName("webhookcert"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("controller: %w", err)
+	}
+	// The webhook server reads the files when it starts; a missing
+	// configuration is logged and retried by the Manager's passes.
+	if err := m.Ensure(ctx); err != nil && !errors.Is(err, webhookcert.ErrWebhookConfigNotFound) {
+		return nil, fmt.Errorf("controller: webhook certificate: %w", err)
+	} else if err != nil {
+		log.Error(err, "webhook configuration not there yet; the caBundle is set once it is")
+	}
+	return m, nil
+}
+
+// setupWebhook registers the agent injector, and certs (if any) to keep
+// the certificate current on every replica.
+func setupWebhook(mgr manager.Manager, certs *webhookcert.Manager, image string) error {
+	wh, err := inject.NewWebhook(mgr.GetAPIReader(), mgr.GetScheme(), image)
+	if err != nil {
+		return fmt.Errorf("controller: %w", err)
+	}
+	mgr.GetWebhookServer().Register(inject.Path, &webhook.Admission{Handler: wh})
+	if certs != nil {
+		if err := mgr.Add(certs); err != nil {
+			return fmt.Errorf("controller: %w", err)
+		}
+	}
+	return mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker())
 }

@@ -1,0 +1,129 @@
+package webhookcert
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Keys of the Secret besides corev1.TLSCertKey and corev1.TLSPrivateKeyKey.
+const (
+	caCertKey     = "ca.crt"
+	caKeyKey      = "ca.key"
+	previousCAKey = "ca-previous.crt"
+)
+
+// maxPasses bounds how often a read-modify-write is retried after losing
+// a race: the retry re-reads what the winner stored and then has nothing
+// left to write, so a second pass is almost always the last.
+const maxPasses = 3
+
+// retryRaces runs pass until it no longer fails because another writer
+// got there first, at most maxPasses times.
+func retryRaces(pass func() error) error {
+	var err error
+	for range maxPasses {
+		if err = pass(); !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+	}
+	return err
+}
+
+// ensureSecret makes the Secret hold a CA and serving certificate that need
+// nothing done, and returns its data.
+func (m *Manager) ensureSecret(ctx context.Context) (map[string][]byte, error) {
+	var data map[string][]byte
+	err := retryRaces(func() error {
+		var err error
+		data, err = m.syncSecret(ctx)
+		return err
+	})
+	return data, err
+}
+
+// syncSecret is one read-modify-write pass of ensureSecret.
+func (m *Manager) syncSecret(ctx context.Context) (map[string][]byte, error) {
+	key := client.ObjectKey{Namespace: m.o.Namespace, Name: m.o.SecretName}
+	var s corev1.Secret
+	err := m.c.Get(ctx, key, &s)
+	found := err == nil
+	if !found && !apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("get secret %s: %w", key, err)
+	}
+	want, err := m.desired(s.Data, m.o.Clock())
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case !found:
+		s = corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name},
+			Type:       corev1.SecretTypeTLS,
+			Data:       want,
+		}
+		if err := m.c.Create(ctx, &s); err != nil {
+			return nil, fmt.Errorf("create secret %s: %w", key, err)
+		}
+	case !maps.EqualFunc(s.Data, want, bytes.Equal):
+		s.Data = want
+		if err := m.c.Update(ctx, &s); err != nil {
+			return nil, fmt.Errorf("update secret %s: %w", key, err)
+		}
+	default:
+		return want, nil
+	}
+	m.o.Logger.Info("stored webhook certificate", "secret", key, "resourceVersion", s.ResourceVersion)
+	return want, nil
+}
+
+// desired returns the Secret data that Ensure wants, given the stored data:
+// what is usable is kept, the rest is issued anew as of now.
+func (m *Manager) desired(stored map[string][]byte, now time.Time) (map[string][]byte, error) {
+	ca, err := parseKeyPair(stored[caCertKey], stored[caKeyKey])
+	previous := stored[previousCAKey]
+	if err != nil || !ca.cert.IsCA || expiresWithin(ca.cert, now, m.o.CAValidity/3) {
+		if err == nil {
+			previous = ca.certPEM
+		}
+		if ca, err = newCA(now, m.o.CAValidity); err != nil {
+			return nil, fmt.Errorf("issue CA: %w", err)
+		}
+	}
+	if prev, err := parseCert(previous); err != nil || !now.Before(prev.NotAfter) {
+		previous = nil
+	}
+	leaf, err := parseKeyPair(stored[corev1.TLSCertKey], stored[corev1.TLSPrivateKeyKey])
+	if err != nil || leaf.cert.CheckSignatureFrom(ca.cert) != nil || !covers(leaf.cert, m.o.Hosts) ||
+		expiresWithin(leaf.cert, now, m.o.CertValidity/3) {
+		if leaf, err = newServingCert(ca, m.o.Hosts, now, m.o.CertValidity); err != nil {
+			return nil, fmt.Errorf("issue serving certificate: %w", err)
+		}
+	}
+	want := maps.Clone(stored)
+	if want == nil {
+		want = map[string][]byte{}
+	}
+	want[caCertKey], want[caKeyKey] = ca.certPEM, ca.keyPEM
+	want[corev1.TLSCertKey], want[corev1.TLSPrivateKeyKey] = leaf.certPEM, leaf.keyPEM
+	if previous == nil {
+		delete(want, previousCAKey)
+	} else {
+		want[previousCAKey] = previous
+	}
+	return want, nil
+}
+
+// caBundle is the PEM bundle that webhooks must trust given the Secret's
+// data: the current CA, then the previous one while it has not expired.
+func caBundle(data map[string][]byte) []byte {
+	return slices.Concat(data[caCertKey], data[previousCAKey])
+}
