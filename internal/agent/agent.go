@@ -147,8 +147,12 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer func() {
 		shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalWriteTimeout)
 		defer cancel()
-		_ = srv.Shutdown(shutdown)
-		<-served
+		if err := srv.Shutdown(shutdown); err != nil {
+			a.o.Logger.Error(err, "HTTP server shutdown")
+		}
+		if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+			a.o.Logger.Error(err, "HTTP server stopped")
+		}
 	}()
 
 	cand := a.open(ctx)

@@ -41,6 +41,8 @@ var (
 	kubeconfigPath string
 	// nsCounter makes namespace names unique.
 	nsCounter atomic.Int64
+	// testEnv is the running envtest, for tests that add users.
+	testEnv *envtest.Environment
 )
 
 func TestMain(m *testing.M) {
@@ -102,6 +104,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	kubeconfigPath = filepath.Join(dir, "kubeconfig")
+	testEnv = env
 
 	return m.Run()
 }

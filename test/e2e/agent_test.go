@@ -1,0 +1,600 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/redislock/redislock/internal/agent"
+	"github.com/redislock/redislock/internal/redisproc"
+	"github.com/redislock/redislock/internal/redistest"
+)
+
+// agentTiming is the RedisLock's timing in the agent test: short, so that
+// the faults below fit in a minute.
+var agentTiming = durations{lease: 2 * time.Second, renew: 1500 * time.Millisecond, retry: 300 * time.Millisecond}
+
+// TestThreeAgentsOneLeaderThroughFaults runs three `redislock agent`
+// processes on one RedisLock, each as a user that has only the
+// redislock-agent role, against a real Redis and the envtest API server. A
+// poller outside them samples every /leader every 5ms. Through a SIGKILL, a
+// SIGSTOP longer than the ttl, a paused Redis, a Redis restart without
+// persistence and a SIGTERM, no two agents ever answer 200 for overlapping
+// instants (S1 at the endpoint), a leader is back after each fault, and the
+// pod labels follow the leader.
+func TestThreeAgentsOneLeaderThroughFaults(t *testing.T) {
+	s := redistest.Start(t, redisproc.Options{Password: "agent-pass"})
+	startController(t)
+	ns := newNamespace(t)
+	applyRedisLock(t, ns, "worker", s, "agent-pass", agentTiming)
+	kubeconfig := agentUser(t, ns)
+
+	bin := goBuild(t, ".")
+	fl := &agentFleet{t: t, bin: bin, ns: ns, lock: "worker", kubeconfig: kubeconfig, dir: t.TempDir(), procs: map[string]*agentProc{}}
+	ids := []string{"worker-a", "worker-b", "worker-c"}
+	for _, id := range ids {
+		mustKubectl(t, "run", "-n", ns, id, "--image=example.test/worker:1", "--restart=Never")
+		fl.start(id, freeAddr(t))
+	}
+	t.Cleanup(fl.stopAll)
+	p := startPoller(fl)
+	t.Cleanup(p.stop)
+	ttl := agentTiming.lease
+
+	// The Redis just started: the restart guard grants the lock after it has
+	// been up for a ttl.
+	leader := p.waitLeader(t, "", 3*ttl+5*time.Second)
+	t.Logf("first leader: %s", leader)
+	waitLabels(t, ns, leader, ids)
+	waitLeaderFile(t, fl, leader)
+	p.steady(t, time.Second)
+
+	// SIGKILL: the key expires, another agent leads within about a ttl.
+	killed := leader
+	at := time.Now()
+	fl.signal(killed, syscall.SIGKILL)
+	leader = p.waitLeader(t, killed, ttl+5*time.Second)
+	t.Logf("SIGKILL %s: %s leads after %v", killed, leader, p.firstLead(leader, at).Sub(at).Round(time.Millisecond))
+	fl.start(killed, fl.procs[killed].addr) // its container restarts
+	waitLabels(t, ns, leader, ids)
+	p.steady(t, time.Second)
+
+	// SIGSTOP for longer than the ttl: another agent takes over; the
+	// stopped one answers 503 from its first answer after SIGCONT.
+	stopped := leader
+	at = time.Now()
+	fl.signal(stopped, syscall.SIGSTOP)
+	leader = p.waitLeader(t, stopped, ttl+5*time.Second)
+	waitUntil(t, 10*time.Second, "SIGSTOP to last longer than the ttl", func() bool { return time.Since(at) > ttl+time.Second })
+	cont := time.Now()
+	fl.signal(stopped, syscall.SIGCONT)
+	first := p.waitAnswer(t, stopped, cont, 10*time.Second)
+	if first.code != http.StatusServiceUnavailable || first.st.Leading {
+		t.Errorf("first answer of %s after SIGCONT: %d %+v, want 503", stopped, first.code, first.st)
+	}
+	t.Logf("SIGSTOP %s: %s leads; after SIGCONT %s answers %d", stopped, leader, stopped, first.code)
+	waitLabels(t, ns, leader, ids)
+	p.steady(t, time.Second)
+
+	// Redis paused: the leader cannot renew, and answers 503 from its
+	// step-down deadline on, though nothing tells it so.
+	paused := time.Now()
+	if err := s.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	down := p.waitNotLeading(t, leader, paused, agentTiming.renew+2*time.Second)
+	if last := p.lastLead(leader); !last.IsZero() && !last.Before(paused.Add(agentTiming.renew)) {
+		t.Errorf("%s answered 200 for %v, later than renewDeadline %v after Redis was paused", leader, last.Sub(paused), agentTiming.renew)
+	}
+	t.Logf("Redis paused: %s answers 503 from %v after (renewDeadline %v)", leader, down.Sub(paused).Round(time.Millisecond), agentTiming.renew)
+	if err := s.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	leader = p.waitLeader(t, "", 2*ttl+5*time.Second)
+	waitLabels(t, ns, leader, ids)
+	p.steady(t, time.Second)
+
+	// Redis restarted without persistence: the holder steps down at its
+	// next renewal, and the restart guard grants nobody the lock for a ttl.
+	restarted, old := time.Now(), leader
+	if err := s.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	down = p.waitNotLeading(t, old, restarted, agentTiming.renew+2*time.Second)
+	leader = p.waitLeader(t, "", 3*ttl+5*time.Second)
+	if g := p.firstLead(leader, down).Sub(restarted); g < ttl {
+		t.Errorf("%s led %v after the Redis restart, before the ttl %v", leader, g, ttl)
+	}
+	t.Logf("Redis restart: %s steps down after %v", old, down.Sub(restarted).Round(time.Millisecond))
+	t.Logf("Redis restart: %s leads after %v", leader, p.firstLead(leader, down).Sub(restarted).Round(time.Millisecond))
+	waitLabels(t, ns, leader, ids)
+	p.steady(t, time.Second)
+
+	// SIGTERM: the agent releases the lock and exits; another leads at once.
+	termed := leader
+	at = time.Now()
+	fl.signal(termed, syscall.SIGTERM)
+	if err := fl.waitExit(termed, 10*time.Second); err != nil {
+		t.Errorf("%s after SIGTERM: %v", termed, err)
+	}
+	leader = p.waitLeader(t, termed, 5*time.Second)
+	handover := p.firstLead(leader, at).Sub(at)
+	t.Logf("SIGTERM %s: %s leads after %v", termed, leader, handover.Round(time.Millisecond))
+	if handover > time.Second {
+		t.Errorf("graceful handover took %v, want well under the ttl %v", handover, ttl)
+	}
+	rest := slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return id == termed })
+	waitLabels(t, ns, leader, rest)
+	if out := mustKubectl(t, "get", "pod", "-n", ns, termed, "-o", "jsonpath={.metadata.labels.redislock\\.io/leader}"); out != "false" {
+		t.Errorf("%s exited with label %s=%q, want false", termed, agent.LeaderLabel, out)
+	}
+
+	p.stop()
+	p.checkNoOverlap(t)
+}
+
+// agentUser adds an API user that has only the redislock-agent ClusterRole
+// (config/rbac/agent), bound in ns, and returns its kubeconfig: the agents
+// run with exactly the rights the docs tell users to grant.
+func agentUser(t *testing.T, ns string) string {
+	t.Helper()
+	mustKubectl(t, "apply", "-f", filepath.Join(repoRoot, "config", "rbac", "agent", "role.yaml"))
+	name := "agent-" + ns
+	user, err := testEnv.AddUser(envtest.User{Name: name}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := user.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "agent.kubeconfig")
+	if err := os.WriteFile(path, cfg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mustKubectl(t, "create", "rolebinding", "-n", ns, "redislock-agent", "--clusterrole=redislock-agent", "--user="+name)
+	return path
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().String()
+}
+
+// agentFleet runs agent processes.
+type agentFleet struct {
+	t                         *testing.T
+	bin, ns, lock, kubeconfig string
+	dir                       string
+	mu                        sync.Mutex
+	procs                     map[string]*agentProc
+}
+
+type agentProc struct {
+	id, addr, logPath string
+	cmd               *exec.Cmd
+	exited            chan struct{}
+	exitErr           error
+}
+
+func (f *agentFleet) leaderFile(id string) string { return filepath.Join(f.dir, id+".json") }
+
+// start starts the agent id, listening on addr.
+func (f *agentFleet) start(id, addr string) {
+	f.t.Helper()
+	p := &agentProc{id: id, addr: addr, logPath: filepath.Join(f.dir, id+".log"), exited: make(chan struct{})}
+	logFile, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	p.cmd = exec.Command(f.bin, "agent", "-lock="+f.lock, "-http-address="+addr, "-label-pod", "-leader-file="+f.leaderFile(id))
+	p.cmd.Env = append(os.Environ(), "KUBECONFIG="+f.kubeconfig, "POD_NAME="+id, "POD_NAMESPACE="+f.ns)
+	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := p.cmd.Start(); err != nil {
+		_ = logFile.Close()
+		f.t.Fatal(err)
+	}
+	go func() {
+		p.exitErr = p.cmd.Wait()
+		_ = logFile.Close()
+		close(p.exited)
+	}()
+	f.mu.Lock()
+	f.procs[id] = p
+	f.mu.Unlock()
+}
+
+func (f *agentFleet) proc(id string) *agentProc {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.procs[id]
+}
+
+func (f *agentFleet) signal(id string, sig syscall.Signal) {
+	f.t.Helper()
+	if err := f.proc(id).cmd.Process.Signal(sig); err != nil {
+		f.t.Fatalf("signal %v to %s: %v", sig, id, err)
+	}
+	if sig == syscall.SIGKILL {
+		<-f.proc(id).exited
+	}
+}
+
+// waitExit waits for id to exit and returns its exit error.
+func (f *agentFleet) waitExit(id string, within time.Duration) error {
+	p := f.proc(id)
+	select {
+	case <-p.exited:
+		return p.exitErr
+	case <-time.After(within):
+		return fmt.Errorf("still running %v later", within)
+	}
+}
+
+func (f *agentFleet) stopAll() {
+	f.mu.Lock()
+	var procs []*agentProc
+	for _, p := range f.procs {
+		procs = append(procs, p)
+	}
+	f.mu.Unlock()
+	for _, p := range procs {
+		_ = p.cmd.Process.Signal(syscall.SIGCONT)
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+		if f.t.Failed() {
+			out, _ := os.ReadFile(p.logPath)
+			f.t.Logf("agent %s output (last 3KiB):\n%s", p.id, tail(out, 3072))
+		}
+	}
+}
+
+// sample is one /leader answer; code 0 means no answer (refused, timed out).
+type sample struct {
+	id   string
+	sent time.Time
+	code int
+	st   agent.Status
+}
+
+// poller samples every agent's /leader every 5ms, each agent on its own
+// goroutine, so a stopped agent does not delay the others.
+type poller struct {
+	fl      *agentFleet
+	mu      sync.Mutex
+	samples []sample
+	last    map[string]sample
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+func startPoller(fl *agentFleet) *poller {
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &poller{fl: fl, last: map[string]sample{}, cancel: cancel}
+	client := &http.Client{Timeout: 200 * time.Millisecond}
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
+	for id := range fl.procs {
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			tick := time.NewTicker(5 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-tick.C:
+				}
+				p.add(p.poll(ctx, client, id))
+			}
+		}()
+	}
+	return p
+}
+
+func (p *poller) poll(ctx context.Context, c *http.Client, id string) sample {
+	s := sample{id: id, sent: time.Now()}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.fl.proc(id).addr+"/leader", nil)
+	if err != nil {
+		return s
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return s
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if err := json.NewDecoder(resp.Body).Decode(&s.st); err != nil {
+		return s
+	}
+	s.code = resp.StatusCode
+	return s
+}
+
+func (p *poller) add(s sample) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.samples = append(p.samples, s)
+	if s.code != 0 {
+		p.last[s.id] = s
+	}
+}
+
+func (p *poller) stop() {
+	p.cancel()
+	p.wg.Wait()
+}
+
+// leaders returns the agents whose latest answer, within the last 500ms,
+// is 200.
+func (p *poller) leaders() []string {
+	var ids []string
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for id, s := range p.last {
+		if time.Since(s.sent) > 500*time.Millisecond {
+			continue // not answering: stopped or dead
+		}
+		if s.code == http.StatusOK {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// waitLeader waits until exactly one answering agent, not not, answers
+// 200, and returns it.
+func (p *poller) waitLeader(t *testing.T, not string, within time.Duration) string {
+	t.Helper()
+	var leader string
+	waitUntil(t, within, "one leader other than "+not, func() bool {
+		ids := p.leaders()
+		if len(ids) == 1 && ids[0] != not {
+			leader = ids[0]
+			return true
+		}
+		return false
+	})
+	return leader
+}
+
+// waitAnswer waits for the first answer of id to a request sent after
+// since.
+func (p *poller) waitAnswer(t *testing.T, id string, since time.Time, within time.Duration) sample {
+	t.Helper()
+	var got sample
+	waitUntil(t, within, "an answer from "+id, func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		for _, s := range p.samples {
+			if s.id == id && s.code != 0 && s.st.ObservedAt.After(since) {
+				got = s
+				return true
+			}
+		}
+		return false
+	})
+	return got
+}
+
+// waitNotLeading waits for an answer of id, observed after since, that it
+// does not lead, and returns the instant it was observed.
+func (p *poller) waitNotLeading(t *testing.T, id string, since time.Time, within time.Duration) time.Time {
+	t.Helper()
+	var at time.Time
+	waitUntil(t, within, id+" answering 503", func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		for _, s := range p.samples {
+			if s.id == id && s.code == http.StatusServiceUnavailable && s.st.ObservedAt.After(since) {
+				at = s.st.ObservedAt
+				return true
+			}
+		}
+		return false
+	})
+	return at
+}
+
+// firstLead is when id first answered 200 for an instant after since.
+func (p *poller) firstLead(id string, since time.Time) time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, s := range p.samples {
+		if s.id == id && s.code == http.StatusOK && s.st.ObservedAt.After(since) {
+			return s.st.ObservedAt
+		}
+	}
+	return time.Time{}
+}
+
+// lastLead is the latest instant id answered 200 for.
+func (p *poller) lastLead(id string) time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var last time.Time
+	for _, s := range p.samples {
+		if s.id == id && s.code == http.StatusOK && s.st.ObservedAt.After(last) {
+			last = s.st.ObservedAt
+		}
+	}
+	return last
+}
+
+// steady checks that for d from now, every answer of every agent agrees
+// on one leader: exactly one agent answers 200, the others 503.
+func (p *poller) steady(t *testing.T, d time.Duration) {
+	t.Helper()
+	from := time.Now()
+	waitUntil(t, d+time.Second, "a steady window", func() bool { return time.Since(from) >= d })
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	codes := map[string]map[int]int{}
+	for _, s := range p.samples {
+		if s.sent.Before(from) || s.code == 0 {
+			continue
+		}
+		if codes[s.id] == nil {
+			codes[s.id] = map[int]int{}
+		}
+		codes[s.id][s.code]++
+	}
+	var leaders []string
+	for id, c := range codes {
+		if c[http.StatusOK] > 0 {
+			leaders = append(leaders, id)
+			if c[http.StatusServiceUnavailable] > 0 {
+				t.Errorf("in a steady window %s answered 200 %d times and 503 %d times", id, c[http.StatusOK], c[http.StatusServiceUnavailable])
+			}
+		}
+	}
+	if len(leaders) != 1 {
+		t.Errorf("in a steady window of %v the agents answering 200 were %v (answers %v), want exactly one", d, leaders, codes)
+	}
+}
+
+// span is one term as the answers show it: the first and last instants an
+// agent answered 200 with one fencing token, with no other answer of its
+// between.
+type span struct {
+	id          string
+	fence       int64
+	first, last time.Time
+	n           int
+}
+
+// checkNoOverlap fails if two agents answered 200 for overlapping terms.
+func (p *poller) checkNoOverlap(t *testing.T) {
+	t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	byAgent := map[string][]sample{}
+	total, ok := 0, 0
+	for _, s := range p.samples {
+		if s.code == 0 {
+			continue
+		}
+		total++
+		if s.code == http.StatusOK {
+			ok++
+			if !s.st.Leading || s.st.Holder != s.id || s.st.FencingToken <= 0 || s.st.ValidUntil == nil || !s.st.ObservedAt.Before(*s.st.ValidUntil) {
+				t.Errorf("200 from %s with an inconsistent body: %+v", s.id, s.st)
+			}
+		}
+		byAgent[s.id] = append(byAgent[s.id], s)
+	}
+	var spans []span
+	for id, ss := range byAgent {
+		sort.Slice(ss, func(i, j int) bool { return ss[i].st.ObservedAt.Before(ss[j].st.ObservedAt) })
+		var cur *span
+		for _, s := range ss {
+			if s.code != http.StatusOK || (cur != nil && cur.fence != s.st.FencingToken) {
+				if cur != nil {
+					spans = append(spans, *cur)
+					cur = nil
+				}
+			}
+			if s.code == http.StatusOK {
+				if cur == nil {
+					cur = &span{id: id, fence: s.st.FencingToken, first: s.st.ObservedAt}
+				}
+				cur.last = s.st.ObservedAt
+				cur.n++
+			}
+		}
+		if cur != nil {
+			spans = append(spans, *cur)
+		}
+	}
+	sort.Slice(spans, func(i, j int) bool { return spans[i].first.Before(spans[j].first) })
+	var overlaps []string
+	for i := range spans {
+		for j := i + 1; j < len(spans) && !spans[j].first.After(spans[i].last); j++ {
+			if spans[j].id != spans[i].id {
+				overlaps = append(overlaps, fmt.Sprintf("%s (fence %d, %s..%s) and %s (fence %d, %s..%s)",
+					spans[i].id, spans[i].fence, clock(spans[i].first), clock(spans[i].last),
+					spans[j].id, spans[j].fence, clock(spans[j].first), clock(spans[j].last)))
+			}
+		}
+	}
+	var terms []string
+	for _, s := range spans {
+		terms = append(terms, fmt.Sprintf("%s fence %d %s..%s (%d answers)", s.id, s.fence, clock(s.first), clock(s.last), s.n))
+	}
+	t.Logf("%d answers (%d of them 200) in %d terms:\n  %s", total, ok, len(spans), strings.Join(terms, "\n  "))
+	if len(overlaps) > 0 {
+		t.Errorf("S1 broken at the endpoint: %d overlapping terms:\n  %s", len(overlaps), strings.Join(overlaps, "\n  "))
+	}
+}
+
+func clock(t time.Time) string { return t.Format("15:04:05.000") }
+
+// waitLabels waits until the pod leader has the label true and the others
+// false.
+func waitLabels(t *testing.T, ns, leader string, ids []string) {
+	t.Helper()
+	var got string
+	waitUntil(t, 15*time.Second, "pod labels to show "+leader+" as the leader", func() bool {
+		got, _ = kubectl(t, "get", "pods", "-n", ns, "-o", `jsonpath={range .items[*]}{.metadata.name}={.metadata.labels.redislock\.io/leader} {end}`)
+		for _, id := range ids {
+			want := id + "=false"
+			if id == leader {
+				want = id + "=true"
+			}
+			if !slices.Contains(strings.Fields(got), want) {
+				return false
+			}
+		}
+		return true
+	})
+	out := mustKubectl(t, "get", "pods", "-n", ns, "-l", agent.LeaderLabel+"=true", "-o", "name")
+	if strings.TrimSpace(out) != "pod/"+leader {
+		t.Errorf("kubectl get pods -l %s=true: %q, want pod/%s", agent.LeaderLabel, out, leader)
+	}
+}
+
+// waitLeaderFile waits until leader's leader file says it leads, with the
+// fencing token /leader gives.
+func waitLeaderFile(t *testing.T, fl *agentFleet, leader string) {
+	t.Helper()
+	var st agent.Status
+	waitUntil(t, 10*time.Second, leader+"'s leader file to say it leads", func() bool {
+		b, err := os.ReadFile(fl.leaderFile(leader))
+		if err != nil || json.Unmarshal(b, &st) != nil {
+			return false
+		}
+		return st.Leading
+	})
+	resp, err := http.Get("http://" + fl.proc(leader).addr + "/leader")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var live agent.Status
+	if err := json.NewDecoder(resp.Body).Decode(&live); err != nil {
+		t.Fatal(err)
+	}
+	if live.FencingToken != st.FencingToken || st.ValidUntil == nil {
+		t.Errorf("leader file %+v, /leader %+v: want the same fencing token and a validUntil", st, live)
+	}
+}
