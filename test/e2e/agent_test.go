@@ -38,7 +38,7 @@ var agentTiming = durations{lease: 2 * time.Second, renew: 1500 * time.Milliseco
 // pod labels follow the leader.
 func TestThreeAgentsOneLeaderThroughFaults(t *testing.T) {
 	s := redistest.Start(t, redisproc.Options{Password: "agent-pass"})
-	startController(t)
+	startController(t, nil)
 	ns := newNamespace(t)
 	applyRedisLock(t, ns, "worker", s, "agent-pass", agentTiming)
 	kubeconfig := agentUser(t, ns)

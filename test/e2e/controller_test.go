@@ -15,7 +15,7 @@ import (
 // and read the holder with kubectl get.
 func TestControllerBinaryShowsHolderInKubectlGet(t *testing.T) {
 	s := redistest.Start(t, redisproc.Options{Password: "s3cret"})
-	ctrl := startController(t)
+	ctrl := startController(t, nil)
 	ns := newNamespace(t)
 	applyRedisLock(t, ns, "orders-leader", s, "s3cret", durations{lease: 5 * time.Second, renew: 3 * time.Second, retry: 500 * time.Millisecond})
 

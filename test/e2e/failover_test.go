@@ -103,7 +103,7 @@ func scenario(t *testing.T, f *fleet, d durations, after func(leader string), ch
 func startRedisLock(t *testing.T, d durations) (ns, name string) {
 	t.Helper()
 	s := redistest.Start(t, redisproc.Options{Password: "s3cret"})
-	startController(t)
+	startController(t, nil)
 	ns, name = newNamespace(t), "sample-leader"
 	applyRedisLock(t, ns, name, s, "s3cret", d)
 	return ns, name

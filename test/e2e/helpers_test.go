@@ -33,18 +33,18 @@ type controllerProc struct {
 }
 
 // startController builds and starts `redislock controller` against the
-// test API server. It is killed when t ends; its output is shown if t
-// failed.
-func startController(t *testing.T) *controllerProc {
+// test API server, with env added to its environment and args after the
+// defaults. It is killed when t ends; its output is shown if t failed.
+func startController(t *testing.T, env []string, args ...string) *controllerProc {
 	t.Helper()
 	bin := goBuild(t, ".")
 	logPath := filepath.Join(t.TempDir(), "controller.log")
-	logFile, err := os.Create(logPath)
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &controllerProc{cmd: exec.Command(bin, "controller", "-metrics-bind-address=0", "-health-probe-bind-address=0"), exited: make(chan struct{})}
-	c.cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfigPath)
+	c := &controllerProc{cmd: exec.Command(bin, append([]string{"controller", "-metrics-bind-address=0", "-health-probe-bind-address=0"}, args...)...), exited: make(chan struct{})}
+	c.cmd.Env = append(append(os.Environ(), "KUBECONFIG="+kubeconfigPath), env...)
 	c.cmd.Stdout, c.cmd.Stderr = logFile, logFile
 	c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := c.cmd.Start(); err != nil {

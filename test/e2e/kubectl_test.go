@@ -125,10 +125,18 @@ func writeKubeconfig(env *envtest.Environment, path string) error {
 // kubectl runs kubectl with args and returns its combined output.
 func kubectl(t *testing.T, args ...string) (string, error) {
 	t.Helper()
+	return kubectlIn(t, "", args...)
+}
+
+// kubectlIn runs kubectl with args and stdin, and returns its combined
+// output.
+func kubectlIn(t *testing.T, stdin string, args ...string) (string, error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), kubectlTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, kubectlPath, append([]string{"--kubeconfig", kubeconfigPath}, args...)...)
 	cmd.Dir = repoRoot
+	cmd.Stdin = strings.NewReader(stdin)
 	out, err := cmd.CombinedOutput()
 	if ctx.Err() != nil {
 		err = fmt.Errorf("kubectl %s: timed out after %v: %w", strings.Join(args, " "), kubectlTimeout, err)

@@ -1,0 +1,132 @@
+package e2e
+
+import (
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/redislock/redislock/internal/inject"
+)
+
+// The controller binary serves the injecting webhook with a certificate it
+// issues itself: the generated webhook configuration, pointed at it, gets
+// its caBundle from the controller, and the API server then trusts it to
+// inject the agent. A restarted controller reuses the stored certificate.
+func TestControllerIssuesWebhookCertificateAndInjects(t *testing.T) {
+	ns := newNamespace(t)
+	port := freePort(t)
+	config := "redislock-injector-" + ns
+	applyWebhookConfiguration(t, config, ns, port)
+
+	env := []string{"POD_NAMESPACE=" + ns}
+	args := []string{
+		"-agent-image=example.test/redislock:e2e",
+		"-webhook-port=" + port,
+		"-webhook-cert-dir=" + t.TempDir(),
+		"-webhook-hosts=127.0.0.1",
+		"-webhook-configuration=" + config,
+	}
+	ctrl := startController(t, env, args...)
+	waitUntil(t, 30*time.Second, "the controller to set the caBundle", func() bool {
+		out, _ := kubectl(t, "get", "mutatingwebhookconfiguration", config, "-o", "jsonpath={.webhooks[0].clientConfig.caBundle}")
+		return out != ""
+	})
+	cert := mustKubectl(t, "get", "secret", "-n", ns, "redislock-webhook-cert", "-o", "jsonpath={.data.tls\\.crt}")
+
+	if out, err := kubectlIn(t, lockYAML, "apply", "-n", ns, "-f", "-"); err != nil {
+		t.Fatalf("apply RedisLock: %v\n%s", err, out)
+	}
+	injected := func(pod string) {
+		t.Helper()
+		manifest := strings.ReplaceAll(podYAML, "NAME", pod)
+		// The webhook server may still be starting: the API server then
+		// admits the pod untouched (failurePolicy Ignore), so retry with a
+		// fresh pod until one is injected.
+		var out string
+		waitUntil(t, 30*time.Second, "an injected pod", func() bool {
+			_, _ = kubectl(t, "delete", "pod", "-n", ns, pod, "--ignore-not-found", "--wait=false")
+			if _, err := kubectlIn(t, manifest, "create", "-n", ns, "-f", "-"); err != nil {
+				return false
+			}
+			out, _ = kubectl(t, "get", "pod", "-n", ns, pod, "-o", "jsonpath={.spec.initContainers[*].name}")
+			return out == inject.ContainerName
+		})
+	}
+	injected("app-1")
+
+	if err := ctrl.terminate(30 * time.Second); err != nil {
+		t.Fatalf("controller after SIGTERM: %v", err)
+	}
+	startController(t, env, args...)
+	injected("app-2")
+	if again := mustKubectl(t, "get", "secret", "-n", ns, "redislock-webhook-cert", "-o", "jsonpath={.data.tls\\.crt}"); again != cert {
+		t.Errorf("a restarted controller issued a new certificate instead of reusing the stored one")
+	}
+}
+
+const lockYAML = `apiVersion: redislock.io/v1alpha1
+kind: RedisLock
+metadata:
+  name: worker
+spec:
+  redis:
+    addrs: ["127.0.0.1:1"]
+`
+
+const podYAML = `apiVersion: v1
+kind: Pod
+metadata:
+  name: NAME
+  annotations:
+    redislock.io/lock: worker
+spec:
+  containers:
+  - name: app
+    image: example.test/app:1
+`
+
+// applyWebhookConfiguration applies config/webhook's generated
+// configuration as name, pointed at 127.0.0.1:port and limited to pods of
+// namespace ns, so other tests' pods are left alone.
+func applyWebhookConfiguration(t *testing.T, name, ns, port string) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(repoRoot, "config", "webhook", "manifests.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wc admissionv1.MutatingWebhookConfiguration
+	if err := yaml.Unmarshal(raw, &wc); err != nil {
+		t.Fatal(err)
+	}
+	wc.Name = name
+	for i := range wc.Webhooks {
+		w := &wc.Webhooks[i]
+		url := "https://" + net.JoinHostPort("127.0.0.1", port) + *w.ClientConfig.Service.Path
+		w.ClientConfig = admissionv1.WebhookClientConfig{URL: &url}
+		w.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}}
+	}
+	out, err := yaml.Marshal(&wc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := kubectlIn(t, string(out), "apply", "-f", "-"); err != nil {
+		t.Fatalf("apply webhook configuration: %v\n%s", err, res)
+	}
+	t.Cleanup(func() { _, _ = kubectl(t, "delete", "mutatingwebhookconfiguration", name) })
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	_, port, err := net.SplitHostPort(freeAddr(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return port
+}
