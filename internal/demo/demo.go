@@ -69,6 +69,7 @@ func Run(ctx context.Context, args []string, out io.Writer) error {
 		procs[id] = p
 	}
 	say("started %d candidates for lock %q, ttl %v", *n, lockName, *ttl)
+	say("this Redis just started, so the restart guard grants the lock once it has been up for the ttl")
 
 	rc := server.Client()
 	defer func() { _ = rc.Close() }()

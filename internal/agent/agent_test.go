@@ -1,0 +1,105 @@
+package agent
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+)
+
+func TestNewRejectsEachBrokenRule(t *testing.T) {
+	cfg := &rest.Config{Host: "http://127.0.0.1:1"}
+	lock := types.NamespacedName{Namespace: "shop", Name: "worker"}
+	cases := []struct {
+		o    Options
+		want string
+	}{
+		{Options{Lock: types.NamespacedName{Namespace: "shop"}, Identity: "a"}, "Lock.Name is empty"},
+		{Options{Lock: types.NamespacedName{Name: "worker"}, Identity: "a"}, "Lock.Namespace is empty"},
+		{Options{Lock: lock}, "Identity is empty"},
+	}
+	for _, tc := range cases {
+		_, err := New(cfg, tc.o)
+		if !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("New(%+v) = %v, want ErrInvalidOptions saying %q", tc.o, err, tc.want)
+		}
+	}
+	a, err := New(cfg, Options{Lock: lock, Identity: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.o.Addr != DefaultAddr {
+		t.Errorf("default Addr %q, want %q", a.o.Addr, DefaultAddr)
+	}
+	// Before it campaigns, the agent does not lead and says why.
+	st := a.status()
+	if st.Leading || st.Error != "starting" || st.Lock != "shop/worker" || st.Identity != "a" {
+		t.Errorf("status before campaigning: %+v", st)
+	}
+}
+
+// The leader file is replaced whole: a reader never sees a part, and no
+// temporary file is left behind.
+func TestWriteStatusReplacesTheFileWhole(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "leader.json")
+	until := time.Now().Add(time.Second)
+	// A reader racing the writes must always find whole JSON.
+	stop, torn := make(chan struct{}), make(chan string, 1)
+	go func() {
+		defer close(torn)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			b, err := os.ReadFile(path)
+			if err != nil {
+				continue // not written yet
+			}
+			var st Status
+			if json.Unmarshal(b, &st) != nil {
+				torn <- string(b)
+				return
+			}
+		}
+	}()
+	for i := range 200 {
+		want := Status{Leading: i%2 == 0, Identity: "a", Lock: "ns/l", FencingToken: int64(i), ValidUntil: &until, ObservedAt: time.Now()}
+		if err := writeStatus(path, want); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got Status
+		if err := json.Unmarshal(b, &got); err != nil {
+			t.Fatalf("file %q: %v", b, err)
+		}
+		if got.Leading != want.Leading || got.FencingToken != want.FencingToken {
+			t.Fatalf("file says %+v, want %+v", got, want)
+		}
+	}
+	close(stop)
+	if b, ok := <-torn; ok {
+		t.Fatalf("a reader saw a partial file: %q", b)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 1 {
+		t.Errorf("directory holds %d entries, want only leader.json", len(entries))
+	}
+	if err := writeStatus(filepath.Join(dir, "missing", "leader.json"), Status{}); err == nil || !strings.Contains(err.Error(), "agent: leader file") {
+		t.Errorf("write into a missing directory: %v, want an agent: leader file error", err)
+	}
+}
