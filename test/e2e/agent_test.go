@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -61,6 +62,7 @@ func TestThreeAgentsOneLeaderThroughFaults(t *testing.T) {
 	t.Logf("first leader: %s", leader)
 	waitLabels(t, ns, leader, ids)
 	waitLeaderFile(t, fl, leader)
+	checkEndpoints(t, fl, ns, leader)
 	p.steady(t, time.Second)
 
 	// SIGKILL: the key expires, another agent leads within about a ttl.
@@ -596,5 +598,30 @@ func waitLeaderFile(t *testing.T, fl *agentFleet, leader string) {
 	}
 	if live.FencingToken != st.FencingToken || st.ValidUntil == nil {
 		t.Errorf("leader file %+v, /leader %+v: want the same fencing token and a validUntil", st, live)
+	}
+}
+
+// checkEndpoints checks the leader's /healthz and that its /metrics say it
+// leads.
+func checkEndpoints(t *testing.T, fl *agentFleet, ns, leader string) {
+	t.Helper()
+	get := func(path string) string {
+		resp, err := http.Get("http://" + fl.proc(leader).addr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = resp.Body.Close() }()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %d %v", path, resp.StatusCode, err)
+		}
+		return string(b)
+	}
+	if body := get("/healthz"); strings.TrimSpace(body) != "ok" {
+		t.Errorf("/healthz: %q", body)
+	}
+	want := fmt.Sprintf("redislock_agent_leading{redislock=%q} 1", ns+"/"+fl.lock)
+	if body := get("/metrics"); !strings.Contains(body, want) || !strings.Contains(body, "redislock_acquire_duration_seconds") {
+		t.Errorf("/metrics of the leader lacks %q or the engine's histograms", want)
 	}
 }
