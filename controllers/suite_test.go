@@ -4,19 +4,16 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/redislock/redislock/api/v1alpha1"
 	"github.com/redislock/redislock/controllers"
 	"github.com/redislock/redislock/internal/testenv"
 )
@@ -31,35 +28,12 @@ var k8s client.Client
 const resync = 3 * time.Second
 
 func TestMain(m *testing.M) {
-	code, err := run(m)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	os.Exit(code)
+	testenv.Main("..", &envtest.Environment{}, true, func(cfg *rest.Config) (int, error) { return run(m, cfg) })
 }
 
-func run(m *testing.M) (int, error) {
-	assets, err := testenv.AssetsDir("..")
+func run(m *testing.M, cfg *rest.Config) (int, error) {
+	scheme, err := testenv.Scheme()
 	if err != nil {
-		return 0, err
-	}
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-		BinaryAssetsDirectory: assets,
-	}
-	cfg, err := env.Start()
-	if err != nil {
-		return 0, fmt.Errorf("start envtest: %w", err)
-	}
-	defer func() { _ = env.Stop() }()
-
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return 0, err
-	}
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		return 0, err
 	}
 	if k8s, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {

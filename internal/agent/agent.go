@@ -11,13 +11,10 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/redislock/redislock/api/v1alpha1"
 	"github.com/redislock/redislock/internal/redisconn"
 	"github.com/redislock/redislock/pkg/promlock"
 	"github.com/redislock/redislock/pkg/redislock"
@@ -103,14 +100,7 @@ func New(cfg *rest.Config, o Options) (*Agent, error) {
 	if o.Logger.GetSink() == nil {
 		o.Logger = logr.Discard()
 	}
-	scheme := runtime.NewScheme()
-	if err := corev1.AddToScheme(scheme); err != nil {
-		return nil, err
-	}
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		return nil, err
-	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	c, err := redisconn.NewAPIClient(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,7 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -37,39 +35,20 @@ const image = "example.test/redislock:dev"
 var (
 	k8s        client.Client
 	restConfig *rest.Config
-	scheme     = runtime.NewScheme()
+	scheme     *runtime.Scheme
 )
 
 func TestMain(m *testing.M) {
-	code, err := run(m)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	os.Exit(code)
-}
-
-func run(m *testing.M) (int, error) {
-	assets, err := testenv.AssetsDir(filepath.Join("..", ".."))
-	if err != nil {
-		return 0, err
-	}
 	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-		BinaryAssetsDirectory: assets,
 		WebhookInstallOptions: envtest.WebhookInstallOptions{Paths: []string{filepath.Join("..", "..", "config", "webhook")}},
 	}
-	cfg, err := env.Start()
-	if err != nil {
-		return 0, fmt.Errorf("start envtest: %w", err)
-	}
-	defer func() { _ = env.Stop() }()
+	testenv.Main(filepath.Join("..", ".."), env, true, func(cfg *rest.Config) (int, error) { return run(m, cfg, &env.WebhookInstallOptions) })
+}
+
+func run(m *testing.M, cfg *rest.Config, webhooks *envtest.WebhookInstallOptions) (int, error) {
 	restConfig = cfg
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return 0, err
-	}
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
+	var err error
+	if scheme, err = testenv.Scheme(); err != nil {
 		return 0, err
 	}
 	if k8s, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
@@ -77,7 +56,7 @@ func run(m *testing.M) (int, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	done, err := startWebhook(ctx, cfg, &env.WebhookInstallOptions)
+	done, err := startWebhook(ctx, cfg, webhooks)
 	if err != nil {
 		return 0, err
 	}

@@ -19,7 +19,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/redislock/redislock/api/v1alpha1"
@@ -211,4 +213,18 @@ func (c *Candidate) Close() {
 	for _, n := range c.nodes {
 		_ = n.Close()
 	}
+}
+
+// NewAPIClient returns an uncached API client that knows core/v1 and
+// RedisLocks: what a candidate needs to read its RedisLock and Secrets
+// (and, for the agent, to label its pod).
+func NewAPIClient(cfg *rest.Config) (client.Client, error) {
+	scheme := runtime.NewScheme()
+	if err := corev1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	return client.New(cfg, client.Options{Scheme: scheme})
 }

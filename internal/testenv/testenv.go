@@ -1,4 +1,5 @@
-// Package testenv finds the control-plane binaries that envtest runs.
+// Package testenv runs test binaries against envtest: it finds the
+// control-plane binaries and starts and stops the API server around the tests.
 package testenv
 
 import (
@@ -6,6 +7,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/redislock/redislock/api/v1alpha1"
 )
 
 // AssetsDir returns the directory of kube-apiserver, etcd and kubectl:
@@ -32,4 +40,53 @@ func AssetsDir(root string) (string, error) {
 	default:
 		return "", fmt.Errorf("several control-plane versions match %s: %s; set KUBEBUILDER_ASSETS to the one to use", pattern, strings.Join(matches, ", "))
 	}
+}
+
+// Main runs a test binary's tests against a real API server: it starts env
+// (setting its BinaryAssetsDirectory from AssetsDir(root), and, when
+// withCRDs, the CRDs of config/crd/bases below root), calls run with its
+// config, stops env, and exits with run's code. An error from any step is
+// printed and exits with 1.
+func Main(root string, env *envtest.Environment, withCRDs bool, run func(cfg *rest.Config) (int, error)) {
+	code, err := start(root, env, withCRDs, run)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
+	}
+	os.Exit(code)
+}
+
+func start(root string, env *envtest.Environment, withCRDs bool, run func(cfg *rest.Config) (int, error)) (int, error) {
+	assets, err := AssetsDir(root)
+	if err != nil {
+		return 0, err
+	}
+	env.BinaryAssetsDirectory = assets
+	if withCRDs {
+		env.CRDDirectoryPaths = []string{filepath.Join(root, "config", "crd", "bases")}
+		env.ErrorIfCRDPathMissing = true
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		_ = env.Stop() // Start may have left etcd or kube-apiserver running
+		return 0, fmt.Errorf("start envtest with the binaries in %s: %w", assets, err)
+	}
+	defer func() {
+		if err := env.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "stop envtest: %v\n", err)
+		}
+	}()
+	return run(cfg)
+}
+
+// Scheme returns a scheme with client-go's types and RedisLocks.
+func Scheme() (*runtime.Scheme, error) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	return scheme, nil
 }

@@ -14,6 +14,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -26,29 +27,13 @@ import (
 var k8s client.Client
 
 func TestMain(m *testing.M) {
-	code, err := run(m)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	os.Exit(code)
-}
-
-func run(m *testing.M) (int, error) {
-	assets, err := testenv.AssetsDir(filepath.Join("..", ".."))
-	if err != nil {
-		return 0, err
-	}
-	env := &envtest.Environment{BinaryAssetsDirectory: assets}
-	cfg, err := env.Start()
-	if err != nil {
-		return 0, fmt.Errorf("start envtest: %w", err)
-	}
-	defer func() { _ = env.Stop() }()
-	if k8s, err = client.New(cfg, client.Options{}); err != nil {
-		return 0, err
-	}
-	return m.Run(), nil
+	testenv.Main(filepath.Join("..", ".."), &envtest.Environment{}, false, func(cfg *rest.Config) (int, error) {
+		var err error
+		if k8s, err = client.New(cfg, client.Options{}); err != nil {
+			return 0, err
+		}
+		return m.Run(), nil
+	})
 }
 
 const namespace = "default"

@@ -6,16 +6,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
-	"github.com/redislock/redislock/api/v1alpha1"
 	"github.com/redislock/redislock/internal/redisconn"
 	"github.com/redislock/redislock/pkg/redislock"
 )
@@ -38,14 +35,7 @@ type Election struct {
 // returns an Election for identity; "" means the POD_NAME environment
 // variable, else the hostname (redislock.Options' default). Close it after the manager stops.
 func ForRedisLock(ctx context.Context, cfg *rest.Config, ref types.NamespacedName, identity string) (*Election, error) {
-	scheme := runtime.NewScheme()
-	if err := corev1.AddToScheme(scheme); err != nil {
-		return nil, err
-	}
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		return nil, err
-	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	c, err := redisconn.NewAPIClient(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("election: %w", err)
 	}
@@ -65,7 +55,7 @@ func ForRedisLock(ctx context.Context, cfg *rest.Config, ref types.NamespacedNam
 	}
 	broadcaster := record.NewBroadcaster()
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events(rl.Namespace)})
-	recorder := broadcaster.NewRecorder(scheme, corev1.EventSource{Component: "redislock-election"})
+	recorder := broadcaster.NewRecorder(c.Scheme(), corev1.EventSource{Component: "redislock-election"})
 	lock, err := NewLock(lc, name, t.TTL, LockOptions{Wake: wake, Recorder: recorder, Object: rl})
 	if err != nil {
 		broadcaster.Shutdown()

@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/redislock/redislock/internal/testenv"
@@ -46,67 +47,38 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-// run starts envtest, runs the tests and stops envtest; it returns the exit
-// code.
-func run(m *testing.M) int {
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
-		return 1
+		os.Exit(1)
 	}
 	repoRoot = root
-
-	assets, err := testenv.AssetsDir(root)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
-		return 1
-	}
-	kubectlPath = filepath.Join(assets, "kubectl")
-	if _, err := os.Stat(kubectlPath); err != nil {
-		fmt.Fprintf(os.Stderr, "e2e: no kubectl next to kube-apiserver in %s (%v); run `make test`, which builds the control-plane binaries\n", assets, err)
-		return 1
-	}
-
 	useExisting := false
 	env := &envtest.Environment{
-		CRDDirectoryPaths:        []string{filepath.Join(root, "config", "crd", "bases")},
-		ErrorIfCRDPathMissing:    true,
-		BinaryAssetsDirectory:    assets,
 		UseExistingCluster:       &useExisting,
 		ControlPlaneStartTimeout: 2 * time.Minute,
 		ControlPlaneStopTimeout:  time.Minute,
 	}
-	start := time.Now()
-	if _, err := env.Start(); err != nil {
-		fmt.Fprintf(os.Stderr, "e2e: starting envtest with the binaries in %s: %v\n", assets, err)
-		// Start may have left etcd or kube-apiserver running.
-		_ = env.Stop()
-		return 1
-	}
-	fmt.Fprintf(os.Stderr, "e2e: envtest (%s) up in %v\n", assets, time.Since(start).Round(time.Millisecond))
-	defer func() {
-		if err := env.Stop(); err != nil {
-			fmt.Fprintf(os.Stderr, "e2e: stopping envtest: %v\n", err)
-		}
-	}()
+	testenv.Main(root, env, true, func(*rest.Config) (int, error) { return run(m, env) })
+}
 
+// run runs the tests against the started env.
+func run(m *testing.M, env *envtest.Environment) (int, error) {
+	kubectlPath = filepath.Join(env.BinaryAssetsDirectory, "kubectl")
+	if _, err := os.Stat(kubectlPath); err != nil {
+		return 0, fmt.Errorf("e2e: no kubectl next to kube-apiserver in %s (%w); run `make test`, which builds the control-plane binaries", env.BinaryAssetsDirectory, err)
+	}
 	dir, err := os.MkdirTemp("", "redislock-e2e-")
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
-		return 1
+		return 0, fmt.Errorf("e2e: %w", err)
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
 	if err := writeKubeconfig(env, filepath.Join(dir, "kubeconfig")); err != nil {
-		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
-		return 1
+		return 0, fmt.Errorf("e2e: %w", err)
 	}
 	kubeconfigPath = filepath.Join(dir, "kubeconfig")
 	testEnv = env
-
-	return m.Run()
+	return m.Run(), nil
 }
 
 // writeKubeconfig provisions an admin user and writes its kubeconfig to path.
