@@ -21,7 +21,7 @@ demo: redis
 ## test: format, vet and generated-code checks, then every test against real
 ## redis-server processes and a real kube-apiserver + etcd (envtest).
 test: redis tools fmt vet lint verify-generated
-	KUBEBUILDER_ASSETS=$$($(TOOLS) --print-assets) $(GOTEST) ./...
+	KUBEBUILDER_ASSETS=$$($(TOOLS) --print-assets) HELM=$$($(TOOLS) --print helm) THIRD_PARTY_CRDS=$$($(TOOLS) --print crds) $(GOTEST) ./...
 	cd test/bench && $(GO) vet ./...
 
 ## bench: our lock against bsm/redislock, redsync, rueidislock and raw go-redis, with a table of ratios.
@@ -41,16 +41,21 @@ fuzz:
 generate:
 	$(CONTROLLER_GEN) object paths=./api/...
 
-## manifests: the CRD, the RBAC roles of the controller and the agent, and the webhook configuration, from the markers.
+## manifests: the CRD, the RBAC roles of the controller and the agent, and the webhook configuration, from the markers;
+## the Helm chart gets copies (charts/redislock/crds and files/).
 manifests:
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:dir=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=redislock-controller paths=./controllers/... paths=./internal/controllercmd/... paths=./internal/webhookcert/... output:rbac:dir=config/rbac
 	$(CONTROLLER_GEN) rbac:roleName=redislock-agent paths=./internal/agent/... output:rbac:dir=config/rbac/agent
 	$(CONTROLLER_GEN) webhook paths=./internal/inject/... output:webhook:dir=config/webhook
+	cp config/crd/bases/redislock.io_redislocks.yaml charts/redislock/crds/
+	cp config/rbac/role.yaml charts/redislock/files/rbac.yaml
+	cp config/rbac/agent/role.yaml charts/redislock/files/agent-role.yaml
+	cp config/webhook/manifests.yaml charts/redislock/files/webhook.yaml
 
 ## verify-generated: fail if generate or manifests would change the tree.
 verify-generated: generate manifests
-	@out=$$(git status --porcelain -- api config); if [ -n "$$out" ]; then echo "generated files are stale; run 'make generate manifests' and commit:"; echo "$$out"; exit 1; fi
+	@out=$$(git status --porcelain -- api config charts); if [ -n "$$out" ]; then echo "generated files are stale; run 'make generate manifests' and commit:"; echo "$$out"; exit 1; fi
 
 ## lint: golangci-lint with the pinned version and .golangci.yml.
 lint:

@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -26,10 +27,16 @@ import (
 	"github.com/redislock/redislock/controllers"
 	"github.com/redislock/redislock/internal/inject"
 	"github.com/redislock/redislock/internal/webhookcert"
+	"github.com/redislock/redislock/pkg/election"
 )
 
-// The controller's own leader election (-leader-elect) uses a Lease.
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
+// The controller's own leader election, in its namespace (redislock-system
+// here; kustomize and the Helm chart put the Role in the namespace they
+// install to): a Lease with -leader-elect, or with
+// -leader-election-redislock a RedisLock, whose election events are core
+// events.
+// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=redislock-system,resources=leases,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",namespace=redislock-system,resources=events,verbs=create;patch
 
 // Webhook certificate sources (-webhook-certs).
 const (
@@ -44,7 +51,7 @@ type webhookFlags struct {
 }
 
 func (w *webhookFlags) bind(fs *flag.FlagSet) {
-	fs.StringVar(&w.agentImage, "agent-image", "", "image of the injected agent (normally this controller's own); empty turns the webhook off")
+	fs.StringVar(&w.agentImage, "agent-image", os.Getenv("AGENT_IMAGE"), "image of the injected agent, normally this controller's own (default $AGENT_IMAGE); empty turns the webhook off")
 	fs.IntVar(&w.port, "webhook-port", 9443, "port of the webhook server")
 	fs.StringVar(&w.certDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory of the webhook's tls.crt and tls.key")
 	fs.StringVar(&w.certs, "webhook-certs", certsSelf, "who provides the webhook's certificate: "+certsSelf+" (the controller issues and rotates it, in -webhook-secret, and sets the caBundle of -webhook-configuration) or "+certsProvided+" (files in -webhook-cert-dir, say from cert-manager)")
@@ -59,6 +66,7 @@ func Run(ctx context.Context, args []string) error {
 	metricsAddr := fs.String("metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint; 0 turns it off")
 	probeAddr := fs.String("health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	leaderElect := fs.Bool("leader-elect", false, "elect one active controller among replicas (a Lease in the controller's namespace)")
+	leaderRedisLock := fs.String("leader-election-redislock", "", "NAMESPACE/NAME: elect one active controller among replicas with this RedisLock instead of a Lease")
 	resync := fs.Duration("resync", 0, "longest time between two inspections of a lock (default 30s)")
 	var wf webhookFlags
 	wf.bind(fs)
@@ -87,6 +95,21 @@ func Run(ctx context.Context, args []string) error {
 		HealthProbeBindAddress: *probeAddr,
 		LeaderElection:         *leaderElect,
 		LeaderElectionID:       "redislock-controller",
+	}
+	if *leaderRedisLock != "" {
+		if *leaderElect {
+			return fmt.Errorf("controller: -leader-elect (a Lease) and -leader-election-redislock exclude each other")
+		}
+		ns, name, ok := strings.Cut(*leaderRedisLock, "/")
+		if !ok || ns == "" || name == "" {
+			return fmt.Errorf("controller: -leader-election-redislock=%q: want NAMESPACE/NAME", *leaderRedisLock)
+		}
+		le, err := election.ForRedisLock(ctx, cfg, types.NamespacedName{Namespace: ns, Name: name}, "")
+		if err != nil {
+			return fmt.Errorf("controller: leader election: %w", err)
+		}
+		defer le.Close()
+		le.Apply(&opts)
 	}
 	var certs *webhookcert.Manager
 	if wf.agentImage != "" {

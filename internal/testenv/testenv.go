@@ -21,24 +21,38 @@ import (
 // (the repository root) that holds a kube-apiserver, as
 // hack/ensure-tools.sh builds it. The error says how to get them.
 func AssetsDir(root string) (string, error) {
-	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
-		if _, err := os.Stat(filepath.Join(dir, "kube-apiserver")); err != nil {
-			return "", fmt.Errorf("KUBEBUILDER_ASSETS=%s holds no kube-apiserver: %w", dir, err)
-		}
-		return dir, nil
+	p, err := Tool(root, "KUBEBUILDER_ASSETS", filepath.Join("bin", "k8s", "*", "kube-apiserver"))
+	if err != nil {
+		return "", err
 	}
-	pattern := filepath.Join(root, "bin", "k8s", "*", "kube-apiserver")
+	if os.Getenv("KUBEBUILDER_ASSETS") != "" {
+		return p, nil
+	}
+	return filepath.Dir(p), nil
+}
+
+// Tool finds something hack/ensure-tools.sh builds: the path in $env if
+// set (it must exist), else the one match of glob below root. The error
+// says how to get it.
+func Tool(root, env, glob string) (string, error) {
+	if p := os.Getenv(env); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			return "", fmt.Errorf("%s=%s: %w", env, p, err)
+		}
+		return p, nil
+	}
+	pattern := filepath.Join(root, glob)
 	matches, err := filepath.Glob(pattern)
 	if err != nil {
 		return "", err
 	}
 	switch len(matches) {
 	case 0:
-		return "", fmt.Errorf("no control-plane binaries: nothing matches %s and KUBEBUILDER_ASSETS is unset; run `make test`, which builds kube-apiserver, etcd and kubectl into bin/k8s/<version>/", pattern)
+		return "", fmt.Errorf("nothing matches %s and %s is unset; run `make test`, which builds the tools into bin/ (hack/ensure-tools.sh)", pattern, env)
 	case 1:
-		return filepath.Abs(filepath.Dir(matches[0]))
+		return filepath.Abs(matches[0])
 	default:
-		return "", fmt.Errorf("several control-plane versions match %s: %s; set KUBEBUILDER_ASSETS to the one to use", pattern, strings.Join(matches, ", "))
+		return "", fmt.Errorf("several versions match %s: %s; set %s to the one to use", pattern, strings.Join(matches, ", "), env)
 	}
 }
 

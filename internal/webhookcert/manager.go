@@ -36,7 +36,8 @@ func New(c client.Client, o Options) (*Manager, error) {
 	return &Manager{c: c, o: o}, nil
 }
 
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;update
+// The Secret lives in the controller's namespace (see controllercmd).
+// +kubebuilder:rbac:groups="",namespace=redislock-system,resources=secrets,verbs=get;create;update
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations,verbs=get;update
 
 // Ensure makes one pass: after it returns nil, the Secret holds a CA and a

@@ -39,3 +39,36 @@ func TestControllerBinaryShowsHolderInKubectlGet(t *testing.T) {
 		t.Fatalf("controller after SIGTERM: %v", err)
 	}
 }
+
+// Two controller replicas elect the active one with a RedisLock
+// (-leader-election-redislock): the active one shows itself as the lock's
+// holder, and when it stops, the other takes over.
+func TestControllerReplicasElectWithARedisLock(t *testing.T) {
+	s := redistest.Start(t, redisproc.Options{Password: "s3cret"})
+	ns := newNamespace(t)
+	d := durations{lease: 3 * time.Second, renew: 2 * time.Second, retry: 500 * time.Millisecond}
+	createRedisLock(t, ns, "controller-leader", s, "s3cret", d)
+	flag := "-leader-election-redislock=" + ns + "/controller-leader"
+	replicas := map[string]*controllerProc{
+		"controller-a": startController(t, []string{"POD_NAME=controller-a"}, flag),
+		"controller-b": startController(t, []string{"POD_NAME=controller-b"}, flag),
+	}
+	holder := func() string {
+		out, _ := kubectl(t, "get", "-n", ns, "redislock", "controller-leader", "-o", "jsonpath={.status.holderIdentity}")
+		return out
+	}
+	var first string
+	waitUntil(t, 30*time.Second, "a controller replica holding its own RedisLock", func() bool {
+		first = holder()
+		return replicas[first] != nil
+	})
+	if err := replicas[first].terminate(30 * time.Second); err != nil {
+		t.Fatalf("%s after SIGTERM: %v", first, err)
+	}
+	var second string
+	waitUntil(t, 30*time.Second, "the other replica taking over", func() bool {
+		second = holder()
+		return replicas[second] != nil && second != first
+	})
+	t.Logf("active controller: %s, then %s", first, second)
+}

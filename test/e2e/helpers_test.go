@@ -84,6 +84,17 @@ func (c *controllerProc) terminate(within time.Duration) error {
 // called name on server s with timing d, and waits until it is Ready.
 func applyRedisLock(t *testing.T, ns, name string, s *redisproc.Server, password string, d durations) {
 	t.Helper()
+	createRedisLock(t, ns, name, s, password, d)
+	waitUntil(t, 30*time.Second, "RedisLock "+name+" Ready=True", func() bool {
+		out, _ := kubectl(t, "get", "-n", ns, "redislock", name, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+		return out == "True"
+	})
+}
+
+// createRedisLock applies, in ns, a Secret holding password and a RedisLock
+// called name on server s with timing d.
+func createRedisLock(t *testing.T, ns, name string, s *redisproc.Server, password string, d durations) {
+	t.Helper()
 	manifest := filepath.Join(t.TempDir(), "lock.yaml")
 	yaml := fmt.Sprintf(`apiVersion: v1
 kind: Secret
@@ -108,10 +119,6 @@ spec:
 		t.Fatal(err)
 	}
 	mustKubectl(t, "apply", "-n", ns, "-f", manifest)
-	waitUntil(t, 30*time.Second, "RedisLock "+name+" Ready=True", func() bool {
-		out, _ := kubectl(t, "get", "-n", ns, "redislock", name, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
-		return out == "True"
-	})
 }
 
 // waitUntil polls cond every 50ms until it holds or within has passed.

@@ -1,0 +1,274 @@
+package e2e
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/redislock/redislock/internal/testenv"
+)
+
+// chartDir is the Helm chart.
+func chartDir() string { return filepath.Join(repoRoot, "charts", "redislock") }
+
+// helm runs the pinned helm (hack/ensure-tools.sh builds it; $HELM
+// overrides) and returns its stdout, and stderr on failure.
+func helm(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	bin, err := testenv.Tool(repoRoot, "HELM", filepath.Join("bin", "helm-*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfigPath, "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err = cmd.Run()
+	if err != nil {
+		return stdout.String() + stderr.String(), err
+	}
+	return stdout.String(), nil
+}
+
+var thirdPartyCRDs sync.Once
+
+// installThirdPartyCRDs installs the CRDs of the kinds the chart can render
+// besides ours (cert-manager's Issuer and Certificate, Prometheus's
+// ServiceMonitor), generated from their pinned API packages, so the API
+// server validates those objects against their real schemas.
+func installThirdPartyCRDs(t *testing.T) {
+	t.Helper()
+	thirdPartyCRDs.Do(func() {
+		dir, err := testenv.Tool(repoRoot, "THIRD_PARTY_CRDS", filepath.Join("bin", "crds", "*"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range []string{"cert-manager.io_issuers.yaml", "cert-manager.io_clusterissuers.yaml", "cert-manager.io_certificates.yaml", "monitoring.coreos.com_servicemonitors.yaml"} {
+			mustKubectl(t, "apply", "--server-side", "-f", filepath.Join(dir, f))
+		}
+		mustKubectl(t, "wait", "--for=condition=Established", "--timeout=60s",
+			"crd/issuers.cert-manager.io", "crd/clusterissuers.cert-manager.io", "crd/certificates.cert-manager.io", "crd/servicemonitors.monitoring.coreos.com")
+	})
+}
+
+func TestHelmLintIsClean(t *testing.T) {
+	out, err := helm(t, "lint", "--strict", chartDir())
+	if err != nil {
+		t.Fatalf("helm lint --strict: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "0 chart(s) failed") || strings.Contains(out, "[WARNING]") || strings.Contains(out, "[ERROR]") {
+		t.Fatalf("helm lint:\n%s", out)
+	}
+}
+
+// The chart, rendered with its defaults and with every optional part on,
+// is accepted object by object by the real API server (server-side apply,
+// dry run): our CRD included, and cert-manager's and Prometheus's kinds
+// against their own CRDs.
+func TestHelmChartIsAcceptedByTheAPIServer(t *testing.T) {
+	installThirdPartyCRDs(t)
+	cases := map[string][]string{
+		"defaults": nil,
+		"everything on": {
+			"--set", "replicas=3",
+			"--set", "image.repository=registry.example/redislock", "--set", "image.tag=v9.9.9", "--set", "image.pullPolicy=Always",
+			"--set", "leaderElection.mode=redislock",
+			"--set", "redis.mode=Sentinel", "--set", "redis.addrs={sentinel-0.redis:26379,sentinel-1.redis:26379,sentinel-2.redis:26379}",
+			"--set", "redis.masterName=mymaster", "--set", "redis.existingSecret=redis-auth",
+			"--set", "webhook.certs=cert-manager", "--set", "webhook.failurePolicy=Fail", "--set", "webhook.port=10250",
+			"--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.serviceMonitor.labels.release=prom",
+			"--set", "nodeSelector.kubernetes\\.io/os=linux",
+			"--set", "tolerations[0].key=dedicated", "--set", "tolerations[0].operator=Exists",
+			"--set", "affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight=100",
+			"--set", "affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].podAffinityTerm.topologyKey=kubernetes.io/hostname",
+			"--set", "resources.requests.cpu=100m",
+		},
+		"no webhook, no election": {"--set", "webhook.enabled=false", "--set", "leaderElection.mode=none", "--set", "replicas=1"},
+	}
+	for name, values := range cases {
+		t.Run(name, func(t *testing.T) {
+			ns := newNamespace(t)
+			manifest, err := helm(t, append([]string{"template", "rl", chartDir(), "-n", ns, "--include-crds"}, values...)...)
+			if err != nil {
+				t.Fatalf("helm template: %v\n%s", err, manifest)
+			}
+			kinds := kindsOf(t, manifest)
+			out, err := kubectlIn(t, manifest, "apply", "--server-side", "--dry-run=server", "-f", "-")
+			if err != nil {
+				t.Fatalf("the API server refused the chart (%s): %v\n%s", strings.Join(kinds, ", "), err, out)
+			}
+			if n := strings.Count(out, "(server dry run)"); n != len(kinds) {
+				t.Fatalf("%d of %d objects applied:\n%s", n, len(kinds), out)
+			}
+			t.Logf("accepted: %s", strings.Join(kinds, ", "))
+		})
+	}
+}
+
+// Bad values fail `helm template` (and so `helm install`) with a message
+// that names the value.
+func TestHelmChartRejectsBadValues(t *testing.T) {
+	cases := []struct {
+		set  []string
+		want string
+	}{
+		{[]string{"leaderElection.mode=raft"}, "/leaderElection/mode"},
+		{[]string{"leaderElection.mode=redislock"}, "/redis/addrs"},
+		{[]string{"leaderElection.mode=none"}, "/replicas"},
+		{[]string{"replicas=0"}, "/replicas"},
+		{[]string{"webhook.certs=vault"}, "/webhook/certs"},
+		{[]string{"webhook.failurePolicy=Sometimes"}, "/webhook/failurePolicy"},
+		{[]string{"redis.addrs={redis}"}, "/redis/addrs/0"},
+		{[]string{"redis.mode=Sentinel", "redis.addrs={s:26379}"}, "/redis/masterName"},
+		{[]string{"metrics.serviceMonitor.interval=often"}, "/metrics/serviceMonitor/interval"},
+		{[]string{"replica=2"}, "additional properties 'replica' not allowed"},
+	}
+	for _, tc := range cases {
+		args := []string{"template", "rl", chartDir()}
+		for _, s := range tc.set {
+			args = append(args, "--set", s)
+		}
+		out, err := helm(t, args...)
+		if err == nil {
+			t.Errorf("--set %v: rendered, want a values error", tc.set)
+			continue
+		}
+		if !strings.Contains(out, tc.want) {
+			t.Errorf("--set %v: %q does not name %s", tc.set, strings.TrimSpace(out), tc.want)
+		}
+	}
+}
+
+// `kubectl apply -k config/default` is accepted object by object.
+func TestKustomizeDefaultIsAcceptedByTheAPIServer(t *testing.T) {
+	manifest := mustKubectl(t, "kustomize", filepath.Join(repoRoot, "config", "default"))
+	kinds := kindsOf(t, manifest)
+	// A dry run creates no namespace, and the namespaced objects need it.
+	if _, err := kubectl(t, "get", "namespace", "redislock-system"); err != nil {
+		mustKubectl(t, "create", "namespace", "redislock-system")
+	}
+	out, err := kubectl(t, "apply", "-k", filepath.Join(repoRoot, "config", "default"), "--server-side", "--dry-run=server")
+	if err != nil {
+		t.Fatalf("the API server refused config/default: %v\n%s", err, out)
+	}
+	if n := strings.Count(out, "(server dry run)"); n != len(kinds) {
+		t.Fatalf("%d of %d objects applied:\n%s", n, len(kinds), out)
+	}
+	for _, want := range []string{"CustomResourceDefinition", "ClusterRole", "Role", "Deployment", "Service", "MutatingWebhookConfiguration"} {
+		if !contains(kinds, want) {
+			t.Errorf("config/default has no %s: %v", want, kinds)
+		}
+	}
+	t.Logf("accepted: %s", strings.Join(kinds, ", "))
+}
+
+// The CRD and RBAC the chart and kustomize install are the generated ones.
+func TestInstallManifestsMatchTheGeneratedOnes(t *testing.T) {
+	generated := filepath.Join(repoRoot, "config", "crd", "bases", "redislock.io_redislocks.yaml")
+	want := readObject(t, generated)
+	if got := readObject(t, filepath.Join(chartDir(), "crds", "redislock.io_redislocks.yaml")); !reflect.DeepEqual(got, want) {
+		t.Errorf("charts/redislock/crds differs from %s; run make manifests", generated)
+	}
+	var fromKustomize map[string]any
+	for _, doc := range docs(mustKubectl(t, "kustomize", filepath.Join(repoRoot, "config", "default"))) {
+		if doc["kind"] == "CustomResourceDefinition" {
+			fromKustomize = doc
+		}
+	}
+	if !reflect.DeepEqual(fromKustomize, want) {
+		t.Errorf("the CRD of config/default differs from %s", generated)
+	}
+	for copied, source := range map[string]string{
+		"rbac.yaml":       filepath.Join("config", "rbac", "role.yaml"),
+		"agent-role.yaml": filepath.Join("config", "rbac", "agent", "role.yaml"),
+		"webhook.yaml":    filepath.Join("config", "webhook", "manifests.yaml"),
+	} {
+		a, errA := os.ReadFile(filepath.Join(chartDir(), "files", copied))
+		b, errB := os.ReadFile(filepath.Join(repoRoot, source))
+		if errA != nil || errB != nil || !bytes.Equal(a, b) {
+			t.Errorf("charts/redislock/files/%s differs from %s (%v, %v); run make manifests", copied, source, errA, errB)
+		}
+	}
+	// And the chart renders the generated rules, not rules of its own.
+	manifest, err := helm(t, "template", "rl", chartDir(), "-n", "ns")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := map[string]any{}
+	for _, doc := range docs(manifest) {
+		if doc["kind"] == "ClusterRole" || doc["kind"] == "Role" {
+			name := doc["metadata"].(map[string]any)["name"].(string)
+			rules[doc["kind"].(string)+"/"+name] = doc["rules"]
+		}
+	}
+	for _, doc := range append(docs(readFile(t, filepath.Join(repoRoot, "config", "rbac", "role.yaml"))), docs(readFile(t, filepath.Join(repoRoot, "config", "rbac", "agent", "role.yaml")))...) {
+		name := doc["metadata"].(map[string]any)["name"].(string)
+		if name == "redislock-controller" {
+			name = "rl-redislock-controller"
+		}
+		key := doc["kind"].(string) + "/" + name
+		if !reflect.DeepEqual(rules[key], doc["rules"]) {
+			t.Errorf("chart %s rules differ from the generated ones", key)
+		}
+	}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func readObject(t *testing.T, path string) map[string]any {
+	t.Helper()
+	ds := docs(readFile(t, path))
+	if len(ds) != 1 {
+		t.Fatalf("%s holds %d objects, want 1", path, len(ds))
+	}
+	return ds[0]
+}
+
+// docs parses a multi-document YAML stream.
+func docs(s string) []map[string]any {
+	var out []map[string]any
+	for _, part := range strings.Split(s, "\n---") {
+		var m map[string]any
+		if err := yaml.Unmarshal([]byte(part), &m); err == nil && m != nil {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// kindsOf lists the kind/name of every object in manifest.
+func kindsOf(t *testing.T, manifest string) []string {
+	t.Helper()
+	var kinds []string
+	for _, d := range docs(manifest) {
+		kind, _ := d["kind"].(string)
+		kinds = append(kinds, kind)
+	}
+	if len(kinds) == 0 {
+		t.Fatalf("no objects in:\n%s", manifest)
+	}
+	return kinds
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
