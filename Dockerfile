@@ -1,0 +1,22 @@
+# The redislock image: one static binary with every mode (controller, agent).
+# docker build -t ghcr.io/redislock/redislock:v0.1.0 .
+
+FROM golang:1.26 AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+# The main package's sources (test/e2e/dockerfile_test.go checks this list).
+COPY main.go ./
+COPY api/ api/
+COPY controllers/ controllers/
+COPY internal/ internal/
+COPY pkg/ pkg/
+ARG TARGETOS=linux TARGETARCH=amd64
+RUN CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \
+    go build -trimpath -ldflags="-s -w" -o /out/redislock .
+
+# distroless/static: no shell, no libc; nonroot runs as uid 65532.
+FROM gcr.io/distroless/static-debian12:nonroot
+COPY --from=build /out/redislock /redislock
+USER 65532:65532
+ENTRYPOINT ["/redislock"]
