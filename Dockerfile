@@ -1,7 +1,7 @@
 # The redislock image: one static binary with every mode (controller, agent).
 # docker build -t ghcr.io/redislock/redislock:v0.1.0 .
 
-FROM golang:1.26 AS build
+FROM --platform=$BUILDPLATFORM golang:1.26 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
@@ -11,7 +11,8 @@ COPY api/ api/
 COPY controllers/ controllers/
 COPY internal/ internal/
 COPY pkg/ pkg/
-ARG TARGETOS=linux TARGETARCH=amd64
+# Set by BuildKit from --platform; the build stage cross-compiles.
+ARG TARGETOS TARGETARCH
 RUN CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \
     go build -trimpath -ldflags="-s -w" -o /out/redislock .
 

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -54,6 +55,10 @@ type RedisLockReconciler struct {
 	// Resync is the longest time between two inspections of a lock.
 	// Default: 30s.
 	Resync time.Duration
+	// SecretReader reads the Secrets RedisLocks name. Default: the
+	// manager's uncached APIReader, so that the controller watches only
+	// the metadata of Secrets and never caches their data cluster-wide.
+	SecretReader client.Reader
 
 	clients *clientCache
 }
@@ -136,7 +141,7 @@ func (r *RedisLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 
 // lockClient resolves the spec and returns the shared lock client for it.
 func (r *RedisLockReconciler) lockClient(ctx context.Context, rl *v1alpha1.RedisLock) (*redislock.Client, error) {
-	cfg, err := redisconn.Resolve(ctx, r, rl)
+	cfg, err := redisconn.Resolve(ctx, r.SecretReader, rl)
 	if err != nil {
 		return nil, err
 	}
@@ -214,6 +219,9 @@ func (r *RedisLockReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Resync == 0 {
 		r.Resync = 30 * time.Second
 	}
+	if r.SecretReader == nil {
+		r.SecretReader = mgr.GetAPIReader()
+	}
 	changed := make(chan event.GenericEvent, 1024)
 	r.clients = newClientCache(mgr.GetLogger().WithName("redis"), changed)
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
@@ -228,7 +236,7 @@ func (r *RedisLockReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.RedisLock{}).
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.locksUsingSecret)).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.locksUsingSecret), builder.OnlyMetadata).
 		WatchesRawSource(source.Channel(changed, &handler.EnqueueRequestForObject{})).
 		Named("redislock").
 		Complete(r)

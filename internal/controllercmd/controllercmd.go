@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -66,6 +67,7 @@ func Run(ctx context.Context, args []string) error {
 	metricsAddr := fs.String("metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint; 0 turns it off")
 	probeAddr := fs.String("health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	leaderElect := fs.Bool("leader-elect", false, "elect one active controller among replicas (a Lease in the controller's namespace)")
+	leaderElectionID := fs.String("leader-election-id", "redislock-controller", "the Lease's name, with -leader-elect")
 	leaderRedisLock := fs.String("leader-election-redislock", "", "NAMESPACE/NAME: elect one active controller among replicas with this RedisLock instead of a Lease")
 	resync := fs.Duration("resync", 0, "longest time between two inspections of a lock (default 30s)")
 	var wf webhookFlags
@@ -94,7 +96,11 @@ func Run(ctx context.Context, args []string) error {
 		Metrics:                metricsserver.Options{BindAddress: *metricsAddr},
 		HealthProbeBindAddress: *probeAddr,
 		LeaderElection:         *leaderElect,
-		LeaderElectionID:       "redislock-controller",
+		LeaderElectionID:       *leaderElectionID,
+		// The manager exits once its context ends, so a stopping leader
+		// may give the Lease up at once (a rollout then hands over in
+		// about a second, not a LeaseDuration).
+		LeaderElectionReleaseOnCancel: true,
 	}
 	if *leaderRedisLock != "" {
 		if *leaderElect {
@@ -157,7 +163,7 @@ func (w *webhookFlags) certManager(ctx context.Context, cfg *rest.Config, scheme
 	}
 	hosts := []string{"redislock-webhook-service." + ns + ".svc"}
 	if w.hosts != "" {
-		hosts = strings.Split(w.hosts, ",")
+		hosts = strings.Split(strings.ReplaceAll(w.hosts, " ", ""), ",")
 	}
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
@@ -166,6 +172,10 @@ func (w *webhookFlags) certManager(ctx context.Context, cfg *rest.Config, scheme
 	m, err := webhookcert.New(c, webhookcert.Options{
 		Namespace: ns, SecretName: w.secret, WebhookConfigName: w.configuration,
 		Hosts: hosts, CertDir: w.certDir, Logger: log.WithName("webhookcert"),
+		// Often enough that a caBundle wiped by a re-apply of the webhook
+		// configuration (kubectl replace, a GitOps sync) is back within a
+		// minute; each pass is two GETs when nothing changed.
+		CheckInterval: time.Minute,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("controller: %w", err)

@@ -128,6 +128,11 @@ func TestHelmChartRejectsBadValues(t *testing.T) {
 		{[]string{"redis.addrs={redis}"}, "/redis/addrs/0"},
 		{[]string{"redis.mode=Sentinel", "redis.addrs={s:26379}"}, "/redis/masterName"},
 		{[]string{"metrics.serviceMonitor.interval=often"}, "/metrics/serviceMonitor/interval"},
+		{[]string{"redis.addrs={a:1,b:2}"}, "/redis/addrs': maxItems: got 2, want 1"},
+		{[]string{"redis.mode=Redlock", "redis.addrs={a:1,b:2}"}, "/redis/addrs': 'anyOf' failed"},
+		{[]string{"redis.masterName=mymaster"}, "/redis/masterName"},
+		{[]string{"webhook.certManager.issuerRef.kind=ClusterIssuer"}, "missing property 'name'"},
+		{[]string{"metrics.port=8081"}, "/metrics/port"},
 		{[]string{"replica=2"}, "additional properties 'replica' not allowed"},
 	}
 	for _, tc := range cases {
@@ -142,6 +147,41 @@ func TestHelmChartRejectsBadValues(t *testing.T) {
 		}
 		if !strings.Contains(out, tc.want) {
 			t.Errorf("--set %v: %q does not name %s", tc.set, strings.TrimSpace(out), tc.want)
+		}
+	}
+}
+
+// Both installs call the webhook only for pods that carry the annotation,
+// and never for the pods of the controller's own namespace (so the
+// controller can start even with failurePolicy Fail).
+func TestWebhookIsScopedToAnnotatedPodsOutsideItsNamespace(t *testing.T) {
+	chart, err := helm(t, "template", "rl", chartDir(), "-n", "ops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]struct{ manifest, ns string }{
+		"helm":      {chart, "ops"},
+		"kustomize": {mustKubectl(t, "kustomize", filepath.Join(repoRoot, "config", "default")), "redislock-system"},
+	} {
+		var webhooks []any
+		for _, doc := range docs(c.manifest) {
+			if doc["kind"] == "MutatingWebhookConfiguration" {
+				webhooks = doc["webhooks"].([]any)
+			}
+		}
+		if len(webhooks) == 0 {
+			t.Fatalf("%s: no webhooks", name)
+		}
+		for _, w := range webhooks {
+			w := w.(map[string]any)
+			conds, _ := yaml.Marshal(w["matchConditions"])
+			if !strings.Contains(string(conds), "'redislock.io/lock' in object.metadata.annotations") {
+				t.Errorf("%s: webhook %v has no matchCondition on the annotation: %s", name, w["name"], conds)
+			}
+			sel, _ := yaml.Marshal(w["namespaceSelector"])
+			if !strings.Contains(string(sel), "NotIn") || !strings.Contains(string(sel), "- "+c.ns+"\n") || !strings.Contains(string(sel), "- kube-system\n") {
+				t.Errorf("%s: webhook %v does not exclude kube-system and %s:\n%s", name, w["name"], c.ns, sel)
+			}
 		}
 	}
 }
