@@ -14,9 +14,13 @@ GOLANGCI_LINT = $(shell $(TOOLS) --print golangci-lint)
 
 all: test
 
-## demo: elect a leader among local processes on a throwaway Redis, kill it, time the handover.
+## demo: the whole system on this machine: Redis, a throwaway control plane, the controller
+## with its webhook, three sample-operator replicas and an agent-injected workload; it kills
+## the leaders, times the handovers and stops everything (DEMO_ARGS: -keep, -single, -ttl, -log).
 demo: redis
-	$(GO) run . demo $(DEMO_ARGS)
+	@assets=$$($(TOOLS) --print-assets) && mkdir -p bin/demo && \
+	$(GO) build -o bin/demo/redislock . && $(GO) build -o bin/demo/sampleoperator ./test/e2e/sampleoperator && \
+	$(GO) run ./hack/demo -redislock bin/demo/redislock -sample-operator bin/demo/sampleoperator -assets "$$assets" $(DEMO_ARGS)
 
 ## test: format, vet and generated-code checks, then every test against real
 ## redis-server processes and a real kube-apiserver + etcd (envtest).

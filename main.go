@@ -2,9 +2,8 @@
 //
 //	controller  run the RedisLock controller (see -h)
 //	agent       campaign for a RedisLock as a pod's sidecar (see -h)
-//	demo        elect a leader among local processes on a throwaway Redis,
-//	            kill it and time the handover (see -h)
-//	candidate   one demo candidate (started by demo)
+//
+// `make demo` (hack/demo) runs the whole system on one machine.
 package main
 
 import (
@@ -16,7 +15,6 @@ import (
 
 	"github.com/redislock/redislock/internal/agent"
 	"github.com/redislock/redislock/internal/controllercmd"
-	"github.com/redislock/redislock/internal/demo"
 )
 
 func main() {
@@ -31,17 +29,13 @@ func main() {
 
 func run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("usage: redislock controller|agent|demo|candidate [flags]")
+		return fmt.Errorf("usage: redislock controller|agent [flags]")
 	}
 	switch args[0] {
 	case "controller":
 		return controllercmd.Run(ctx, args[1:])
 	case "agent":
 		return agent.Command(ctx, args[1:])
-	case "demo":
-		return demo.Run(ctx, args[1:], os.Stdout)
-	case "candidate":
-		return demo.Candidate(ctx, args[1:], os.Stdout)
 	}
-	return fmt.Errorf("unknown subcommand %q: want controller, agent, demo or candidate", args[0])
+	return fmt.Errorf("unknown subcommand %q: want controller or agent", args[0])
 }

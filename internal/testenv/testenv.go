@@ -1,5 +1,7 @@
-// Package testenv runs test binaries against envtest: it finds the
-// control-plane binaries and starts and stops the API server around the tests.
+// Package testenv runs tests and the demo against a local control plane
+// (envtest): it finds the binaries hack/ensure-tools.sh builds, starts and
+// stops the API server around a test binary, and points the generated
+// webhook configuration at a local process.
 package testenv
 
 import (
@@ -8,10 +10,13 @@ import (
 	"path/filepath"
 	"strings"
 
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
 
 	"github.com/redislock/redislock/api/v1alpha1"
 )
@@ -103,4 +108,31 @@ func Scheme() (*runtime.Scheme, error) {
 		return nil, err
 	}
 	return scheme, nil
+}
+
+// LocalWebhookConfiguration returns the webhook configuration that `make
+// manifests` generates (config/webhook/manifests.yaml below root), renamed
+// name, calling baseURL (https://host:port) instead of the in-cluster
+// Service, and limited to the pods of namespace, as YAML: how a webhook
+// served by a local process is installed into a local API server.
+func LocalWebhookConfiguration(root, name, baseURL, namespace string) ([]byte, error) {
+	raw, err := os.ReadFile(filepath.Join(root, "config", "webhook", "manifests.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	var wc admissionv1.MutatingWebhookConfiguration
+	if err := yaml.Unmarshal(raw, &wc); err != nil {
+		return nil, fmt.Errorf("config/webhook/manifests.yaml: %w", err)
+	}
+	wc.Name = name
+	for i := range wc.Webhooks {
+		w := &wc.Webhooks[i]
+		if w.ClientConfig.Service == nil || w.ClientConfig.Service.Path == nil {
+			return nil, fmt.Errorf("config/webhook/manifests.yaml: webhook %s has no service path", w.Name)
+		}
+		url := baseURL + *w.ClientConfig.Service.Path
+		w.ClientConfig = admissionv1.WebhookClientConfig{URL: &url}
+		w.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": namespace}}
+	}
+	return yaml.Marshal(&wc)
 }

@@ -2,17 +2,12 @@ package e2e
 
 import (
 	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	admissionv1 "k8s.io/api/admissionregistration/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
-
 	"github.com/redislock/redislock/internal/inject"
+	"github.com/redislock/redislock/internal/testenv"
 )
 
 // The controller binary serves the injecting webhook with a certificate it
@@ -97,26 +92,11 @@ spec:
 // namespace ns, so other tests' pods are left alone.
 func applyWebhookConfiguration(t *testing.T, name, ns, port string) {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(repoRoot, "config", "webhook", "manifests.yaml"))
+	manifest, err := testenv.LocalWebhookConfiguration(repoRoot, name, "https://"+net.JoinHostPort("127.0.0.1", port), ns)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var wc admissionv1.MutatingWebhookConfiguration
-	if err := yaml.Unmarshal(raw, &wc); err != nil {
-		t.Fatal(err)
-	}
-	wc.Name = name
-	for i := range wc.Webhooks {
-		w := &wc.Webhooks[i]
-		url := "https://" + net.JoinHostPort("127.0.0.1", port) + *w.ClientConfig.Service.Path
-		w.ClientConfig = admissionv1.WebhookClientConfig{URL: &url}
-		w.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}}
-	}
-	out, err := yaml.Marshal(&wc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res, err := kubectlIn(t, string(out), "apply", "-f", "-"); err != nil {
+	if res, err := kubectlIn(t, string(manifest), "apply", "-f", "-"); err != nil {
 		t.Fatalf("apply webhook configuration: %v\n%s", err, res)
 	}
 	t.Cleanup(func() { _, _ = kubectl(t, "delete", "mutatingwebhookconfiguration", name) })
