@@ -20,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -267,6 +268,12 @@ func (d *demo) startController(ctx context.Context) error {
 		"-agent-image=" + d.c.Redislock, "-webhook-port=" + port, "-webhook-cert-dir=" + filepath.Join(d.dir, "webhook-certs"),
 		"-webhook-hosts=127.0.0.1", "-webhook-configuration=" + webhookConfig,
 	}, []string{"KUBECONFIG=" + d.kubeconfig, "POD_NAMESPACE=redislock-system"}, nil); err != nil {
+		return err
+	}
+	if err := waitFor(ctx, 30*time.Second, "the controller to set the webhook's caBundle", func() bool {
+		var wc admissionv1.MutatingWebhookConfiguration
+		return d.k8s.Get(ctx, client.ObjectKey{Name: webhookConfig}, &wc) == nil && len(wc.Webhooks) > 0 && len(wc.Webhooks[0].ClientConfig.CABundle) > 0
+	}); err != nil {
 		return err
 	}
 	d.v.event("controller started; it issued its webhook certificate and set the caBundle")
