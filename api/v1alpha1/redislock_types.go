@@ -68,6 +68,7 @@ type RedisTLS struct {
 // +kubebuilder:validation:XValidation:rule="self.mode != 'Redlock' || size(self.addrs) % 2 == 1",message="Redlock mode needs an odd number of addrs, so that two majorities always overlap",fieldPath=".addrs"
 // +kubebuilder:validation:XValidation:rule="self.mode == 'Sentinel' ? has(self.masterName) : !has(self.masterName)",message="masterName is required in Sentinel mode and allowed only there",fieldPath=".masterName"
 // +kubebuilder:validation:XValidation:rule="self.mode != 'Cluster' || !has(self.db) || self.db == 0",message="Cluster mode has only db 0",fieldPath=".db"
+// +kubebuilder:validation:XValidation:rule="self.mode == 'Sentinel' || !has(self.waitReplicas)",message="waitReplicas is allowed only in Sentinel mode",fieldPath=".waitReplicas"
 type RedisConnection struct {
 	// mode is Standalone (one server), Redlock (an odd number of
 	// independent servers), Sentinel (a master found through Sentinels) or
@@ -113,6 +114,16 @@ type RedisConnection struct {
 	// +kubebuilder:validation:Format=duration
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1ms')",message="nodeTimeout must be at least 1ms"
 	NodeTimeout *metav1.Duration `json:"nodeTimeout,omitempty"`
+	// waitReplicas is how many of the master's replicas must acknowledge
+	// each acquisition and renewal (Redis WAIT, within nodeTimeout) before
+	// it counts; Sentinel mode only, default 1. A Sentinel failover then
+	// promotes a replica that has the lock, so no holder believes in a key
+	// the new master lacks. 0 trades that for availability when no replica
+	// answers.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=15
+	WaitReplicas *int32 `json:"waitReplicas,omitempty"`
 }
 
 // RedisLockSpec declares one named lock.

@@ -49,6 +49,9 @@ type Config struct {
 	CAPEM       []byte
 	ServerName  string
 	NodeTimeout time.Duration
+	// WaitReplicas is redislock.Options.WaitReplicas: spec.redis.waitReplicas,
+	// 1 by default in Sentinel mode, else 0.
+	WaitReplicas int
 }
 
 // LockName returns the lock's name in Redis: "<namespace>/<lockName>",
@@ -87,6 +90,12 @@ func Resolve(ctx context.Context, r client.Reader, rl *v1alpha1.RedisLock) (Conf
 	}
 	if c.NodeTimeout != nil {
 		cfg.NodeTimeout = c.NodeTimeout.Duration
+	}
+	switch {
+	case c.WaitReplicas != nil:
+		cfg.WaitReplicas = int(*c.WaitReplicas)
+	case cfg.Mode == v1alpha1.ModeSentinel:
+		cfg.WaitReplicas = 1
 	}
 	var err error
 	get := func(field string, ref *v1alpha1.SecretKeyRef) []byte {
@@ -129,8 +138,8 @@ func secretValue(ctx context.Context, r client.Reader, ns, field string, ref *v1
 // hashed, never shown.
 func (c Config) Key() string {
 	h := sha256.New()
-	_, _ = fmt.Fprintf(h, "%s\x00%s\x00%s\x00%d\x00%s\x00%s\x00%t\x00%s\x00%s\x00%d",
-		c.Mode, strings.Join(c.Addrs, ","), c.MasterName, c.DB, c.Username, c.Password, c.TLS, c.CAPEM, c.ServerName, c.NodeTimeout)
+	_, _ = fmt.Fprintf(h, "%s\x00%s\x00%s\x00%d\x00%s\x00%s\x00%t\x00%s\x00%s\x00%d\x00%d",
+		c.Mode, strings.Join(c.Addrs, ","), c.MasterName, c.DB, c.Username, c.Password, c.TLS, c.CAPEM, c.ServerName, c.NodeTimeout, c.WaitReplicas)
 	return hex.EncodeToString(h.Sum(nil))
 }
 
@@ -196,7 +205,7 @@ func OpenCandidate(ctx context.Context, r client.Reader, ref types.NamespacedNam
 		return nil, fmt.Errorf("RedisLock %s: %w", ref, err)
 	}
 	nodes := cfg.Clients()
-	o.NodeTimeout = cfg.NodeTimeout
+	o.NodeTimeout, o.WaitReplicas = cfg.NodeTimeout, cfg.WaitReplicas
 	c := &Candidate{Object: &rl, Name: LockName(&rl), Timing: Timing(&rl), nodes: nodes}
 	if c.Client, err = redislock.New(nodes, &o); err == nil {
 		err = c.Client.CheckTiming(c.Timing)

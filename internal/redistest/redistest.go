@@ -4,7 +4,9 @@ package redistest
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -128,4 +130,94 @@ func upAtLeast(c *redis.Client) (time.Duration, error) {
 		}
 	}
 	return 0, fmt.Errorf("no uptime_in_seconds in INFO server")
+}
+
+// SentinelGroup is a Sentinel-managed deployment: a master, its replicas
+// and the Sentinels that watch it under MasterName.
+type SentinelGroup struct {
+	MasterName string
+	Master     *redisproc.Server
+	Replicas   []*redisproc.Server
+	Sentinels  []*redisproc.Server
+}
+
+// StartSentinelGroup starts a master, replicas replicas of it and
+// sentinels Sentinels (quorum 1, down after 1s), and waits until every
+// replica is in sync and every Sentinel knows every replica.
+func StartSentinelGroup(t testing.TB, replicas, sentinels int) *SentinelGroup {
+	t.Helper()
+	g := &SentinelGroup{MasterName: "mymaster", Master: Start(t, redisproc.Options{})}
+	host, port, err := net.SplitHostPort(g.Master.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range replicas {
+		g.Replicas = append(g.Replicas, Start(t, redisproc.Options{Args: []string{"--replicaof", host, port}}))
+	}
+	for range sentinels {
+		g.Sentinels = append(g.Sentinels, Start(t, redisproc.Options{SentinelFor: g.MasterName + " " + g.Master.Addr}))
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for !g.settled(replicas) {
+		if time.Now().After(deadline) {
+			t.Fatalf("Sentinel group not settled within 30s")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return g
+}
+
+// settled reports whether the master has n replicas online and every
+// Sentinel sees them.
+func (g *SentinelGroup) settled(n int) bool {
+	ctx := context.Background()
+	mc := g.Master.Client()
+	defer func() { _ = mc.Close() }()
+	info, err := mc.Info(ctx, "replication").Result()
+	if err != nil || strings.Count(info, "state=online") != n {
+		return false
+	}
+	for _, s := range g.Sentinels {
+		sc := redis.NewSentinelClient(&redis.Options{Addr: s.Addr})
+		reps, err := sc.Replicas(ctx, g.MasterName).Result()
+		_ = sc.Close()
+		if err != nil || len(reps) != n {
+			return false
+		}
+	}
+	return true
+}
+
+// SentinelAddrs are the Sentinels' addresses.
+func (g *SentinelGroup) SentinelAddrs() []string {
+	addrs := make([]string, len(g.Sentinels))
+	for i, s := range g.Sentinels {
+		addrs[i] = s.Addr
+	}
+	return addrs
+}
+
+// MasterAddr asks the first Sentinel that answers where the master is.
+func (g *SentinelGroup) MasterAddr(ctx context.Context) (string, error) {
+	var errs []error
+	for _, s := range g.Sentinels {
+		sc := redis.NewSentinelClient(&redis.Options{Addr: s.Addr})
+		addr, err := sc.GetMasterAddrByName(ctx, g.MasterName).Result()
+		_ = sc.Close()
+		if err == nil && len(addr) == 2 {
+			return net.JoinHostPort(addr[0], addr[1]), nil
+		}
+		errs = append(errs, err)
+	}
+	return "", fmt.Errorf("no Sentinel named the master: %w", errors.Join(errs...))
+}
+
+// Server returns the server of the group at addr, nil if none.
+func (g *SentinelGroup) Server(addr string) *redisproc.Server {
+	for _, s := range append([]*redisproc.Server{g.Master}, g.Replicas...) {
+		if s.Addr == addr {
+			return s
+		}
+	}
+	return nil
 }

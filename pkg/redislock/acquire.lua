@@ -4,7 +4,7 @@
 -- ARGV[1]  the value to store (see value.go)
 -- ARGV[2]  the ttl in milliseconds
 -- ARGV[3]  "1" when the nodes never lose an acknowledged write (AssumeDurable)
--- Reply    taken: the new fencing token, an integer >= 1.
+-- Reply    taken: the new fencing token (see below).
 --          held:  {counter, PTTL of the lock key in ms, the holder's value}.
 --          guarded: {counter, ms until the node may grant the lock}.
 -- On success it publishes "acquired" on KEYS[1] .. ":events".
@@ -22,7 +22,18 @@ if redis.call('EXISTS', KEYS[1]) == 0 and ARGV[3] ~= '1' and redis.call('EXISTS'
     return {0, wait}
   end
 end
+--
+-- Fencing tokens: a node without the counter (its first grant of the lock,
+-- or after it lost its data) starts it at the server's clock in
+-- microseconds since the epoch, and each grant adds one. A node that lost
+-- its counter thus restarts above every token it handed out before, as
+-- long as its clock did not step back and it granted fewer than one lock
+-- per microsecond (S3 across a restart without persistence).
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  if redis.call('EXISTS', KEYS[2]) == 0 then
+    local t = redis.call('TIME')
+    redis.call('SET', KEYS[2], t[1] .. string.format('%06d', tonumber(t[2])))
+  end
   local fence = redis.call('INCR', KEYS[2])
   redis.call('PUBLISH', KEYS[1] .. ':events', 'acquired')
   return fence

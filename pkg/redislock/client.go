@@ -47,6 +47,16 @@ type Options struct {
 	// is granted (S1). The price is at most one ttl of waiting for the
 	// first grant of a lock on a node that started less than a ttl ago.
 	AssumeDurable bool
+
+	// WaitReplicas, when positive, makes every acquire, renew and fencing
+	// write wait (Redis WAIT, within NodeTimeout) until that many of the
+	// node's replicas acknowledged it; a node whose replicas do not counts
+	// as failed for that call (an acquire gives the key back there). Use it
+	// with Sentinel-managed nodes: a failover then promotes a replica that
+	// has the lock, as Sentinel picks the most up-to-date replica it can
+	// reach, so no holder's belief outlives the key. Default 0: no wait.
+	// Not for Cluster clients, whose pipelines go by key.
+	WaitReplicas int
 }
 
 // Client acquires locks on one Redis node, or with the Redlock algorithm on
@@ -94,6 +104,9 @@ func New(nodes []redis.UniversalClient, opts *Options) (*Client, error) {
 	case o.NodeTimeout == 0:
 		o.NodeTimeout = DefaultNodeTimeout
 	}
+	if o.WaitReplicas < 0 {
+		return nil, fmt.Errorf("%w: WaitReplicas %d is negative", ErrInvalidOptions, o.WaitReplicas)
+	}
 	if o.Metrics == nil {
 		o.Metrics = noMetrics{}
 	}
@@ -109,7 +122,7 @@ func New(nodes []redis.UniversalClient, opts *Options) (*Client, error) {
 		if rc == nil {
 			return nil, fmt.Errorf("%w: node %d is nil", ErrInvalidOptions, i)
 		}
-		c.nodes = append(c.nodes, newNode(nodeName(i, rc), rc))
+		c.nodes = append(c.nodes, newNode(nodeName(i, rc), rc, o.WaitReplicas, o.NodeTimeout))
 		c.all = append(c.all, i)
 	}
 	return c, nil

@@ -53,12 +53,21 @@
 // less than a ttl ago. Options.AssumeDurable turns the guard off for nodes
 // that never lose an acknowledged write.
 //
-// What the guard cannot see: fencing tokens restart from 1 on a node that
-// lost its counter (S3 then needs persistence), and a failover to an
-// asynchronous replica that had not yet received the key keeps the counter
-// but loses the key, so two holders can overlap. Run Redis with appendonly
-// yes and appendfsync always for locks that matter, and prefer Redlock over
-// independent nodes to replicated failover.
+// Fencing counters start at the server's clock in microseconds since the
+// epoch (then +1 per grant), so a counter lost with the node's data starts
+// again above every token handed out before, as long as the server's clock
+// does not step back (S3 across a restart).
+//
+// A Sentinel failover to an asynchronous replica that had not yet received
+// the key loses it too. Options.WaitReplicas makes every acquire and renew
+// wait until replicas acknowledged it; Sentinel promotes the most
+// up-to-date replica it can reach, which then has the lock.
+//
+// Not covered: persistence that restores an older state (appendfsync
+// everysec, RDB snapshots) keeps a counter but may lose the newest key, so
+// the guard does not fire. Run Redis with appendonly yes and appendfsync
+// always for locks that matter, and prefer Redlock over independent nodes to
+// replicated failover.
 //
 // Redlock's safety also rests on the nodes' clocks not running faster than
 // the drift allowance over one ttl; processes' clocks may differ

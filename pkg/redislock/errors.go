@@ -27,6 +27,12 @@ var (
 	// that breaks one of its documented rules; the message names the rule.
 	ErrInvalidOptions = errors.New("redislock: invalid options")
 
+	// ErrReplication means a node's replicas did not acknowledge a write
+	// within the node timeout (Options.WaitReplicas); the node counts as
+	// failed for that call, so it comes wrapped in ErrNoQuorum or
+	// ErrLockLost too.
+	ErrReplication = errors.New("redislock: replication")
+
 	// ErrMalformedValue means a lock key holds a value that this package
 	// did not write, or wrote in a format version it does not know.
 	ErrMalformedValue = errors.New("redislock: malformed value")

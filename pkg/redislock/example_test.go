@@ -38,8 +38,10 @@ func Example() {
 
 	// Pass the fencing token to the storage the report goes to, so that a
 	// stale writer can be refused there.
-	fmt.Println("holding the lock with fence", lock.Fence(), "valid:", lock.Valid())
-	// Output: holding the lock with fence 1 valid: true
+	// (The first token of a lock is the Redis server's clock in
+	// microseconds; each later holder's is larger.)
+	fmt.Println("holding the lock; fencing token > 0:", lock.Fence() > 0, "valid:", lock.Valid())
+	// Output: holding the lock; fencing token > 0: true valid: true
 }
 
 func ExampleLock_Watchdog() {
@@ -80,7 +82,7 @@ func ExampleClient_NewElector() {
 	elector, err := locks.NewElector(redislock.ElectorOptions{
 		Name: "my-operator",
 		OnStartedLeading: func(leading context.Context, l *redislock.Lock) {
-			fmt.Println("leading with fence", l.Fence())
+			fmt.Println("leading; fencing token > 0:", l.Fence() > 0)
 			cancel() // a real leader works until leading is cancelled
 		},
 		OnStoppedLeading: func() { fmt.Println("stopped leading") },
@@ -92,6 +94,6 @@ func ExampleClient_NewElector() {
 		panic(err)
 	}
 	// Output:
-	// leading with fence 1
+	// leading; fencing token > 0: true
 	// stopped leading
 }

@@ -12,11 +12,14 @@ type script struct {
 	src     string
 	sha     string
 	numKeys string
+	// writes says a lock holder's belief rests on the script's writes,
+	// so they must reach the replicas when Options.WaitReplicas asks.
+	writes bool
 }
 
-func newScript(src, numKeys string) *script {
+func newScript(src, numKeys string, writes bool) *script {
 	sum := sha1.Sum([]byte(src))
-	return &script{src: src, sha: hex.EncodeToString(sum[:]), numKeys: numKeys}
+	return &script{src: src, sha: hex.EncodeToString(sum[:]), numKeys: numKeys, writes: writes}
 }
 
 // args lays out an EVALSHA of s with keysAndArgs. Arguments are passed as
@@ -31,21 +34,21 @@ func (s *script) args(keysAndArgs ...any) []any {
 var (
 	//go:embed acquire.lua
 	acquireLua    string
-	acquireScript = newScript(acquireLua, "2")
+	acquireScript = newScript(acquireLua, "2", true)
 
 	//go:embed renew.lua
 	renewLua    string
-	renewScript = newScript(renewLua, "1")
+	renewScript = newScript(renewLua, "1", true)
 
 	//go:embed release.lua
 	releaseLua    string
-	releaseScript = newScript(releaseLua, "1")
+	releaseScript = newScript(releaseLua, "1", false)
 
 	//go:embed fence.lua
 	fenceLua    string
-	fenceScript = newScript(fenceLua, "2")
+	fenceScript = newScript(fenceLua, "2", true)
 
 	//go:embed inspect.lua
 	inspectLua    string
-	inspectScript = newScript(inspectLua, "2")
+	inspectScript = newScript(inspectLua, "2", false)
 )

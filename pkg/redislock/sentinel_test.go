@@ -2,6 +2,7 @@ package redislock_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -40,5 +41,60 @@ func TestLockThroughSentinel(t *testing.T) {
 	}
 	if got := get(t, master, lockKey("sentineled")); got != "" {
 		t.Fatalf("released key still on the master: %q", got)
+	}
+}
+
+// With WaitReplicas, an acquisition counts only once a replica has it: one
+// that no replica acknowledges fails (and is given back), and a lock that
+// was granted survives the master's death and the Sentinel failover, so
+// its holder's belief never outlives the key.
+func TestWaitReplicasKeepsTheLockThroughASentinelFailover(t *testing.T) {
+	g := redistest.StartSentinelGroup(t, 2, 1)
+	fc := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: g.MasterName, SentinelAddrs: g.SentinelAddrs(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = fc.Close() })
+	c, err := redislock.New([]redis.UniversalClient{fc}, &redislock.Options{
+		AssumeDurable: true, Identity: "replicated", WaitReplicas: 1, NodeTimeout: 500 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+
+	// No replica answers: the acquisition does not count.
+	for _, r := range g.Replicas {
+		if err := r.Pause(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = c.Obtain(ctx, "unreplicated", 10*time.Second)
+	for _, r := range g.Replicas {
+		if err := r.Resume(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !errors.Is(err, redislock.ErrReplication) || !errors.Is(err, redislock.ErrNoQuorum) {
+		t.Fatalf("Obtain with no replica answering: %v, want ErrNoQuorum wrapping ErrReplication", err)
+	}
+	if got := get(t, g.Master, lockKey("unreplicated")); got != "" {
+		t.Fatalf("the unreplicated acquisition was not given back: %q", got)
+	}
+
+	l, err := c.Obtain(ctx, "replicated", 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := g.Master.Addr
+	g.Master.Kill()
+	var promoted string
+	waitFor(t, 30*time.Second, "a Sentinel failover", func() bool {
+		promoted, _ = g.MasterAddr(ctx)
+		return promoted != "" && promoted != old
+	})
+	if got := get(t, g.Server(promoted), lockKey("replicated")); got == "" {
+		t.Fatalf("the promoted replica %s lacks the lock", promoted)
+	}
+	waitFor(t, 10*time.Second, "a renewal on the new master", func() bool { return l.Refresh(ctx) == nil })
+	if _, err := c.Obtain(ctx, "replicated", 30*time.Second); !errors.Is(err, redislock.ErrNotObtained) {
+		t.Fatalf("a second Obtain after the failover: %v, want ErrNotObtained (the lock is still held)", err)
 	}
 }

@@ -126,7 +126,8 @@ func TestWatchdogRejectsBadTiming(t *testing.T) {
 // A Redis restart without persistence forgets the lock. The holder steps
 // down at its next renewal (which does not re-create the key), and the
 // restart guard grants the lock to nobody until the node has been up for a
-// ttl, by which time the old holder's belief has ended (S1).
+// ttl, by which time the old holder's belief has ended (S1); and the
+// next fencing token is still larger (S3).
 func TestRedisRestartHolderStepsDownAndNobodyIsGrantedForATTL(t *testing.T) {
 	s := redistest.Start(t, redisproc.Options{})
 	const ttl = 2 * time.Second
@@ -164,12 +165,15 @@ func TestRedisRestartHolderStepsDownAndNobodyIsGrantedForATTL(t *testing.T) {
 	if err := s.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	var granted time.Time
+	var (
+		granted time.Time
+		lb      *redislock.Lock
+	)
 	for granted.IsZero() {
 		if time.Since(restarted) > 3*ttl {
 			t.Fatalf("b was not granted the lock within %v of the restart", 3*ttl)
 		}
-		if _, err := b.Obtain(context.Background(), "amnesia", ttl); err == nil {
+		if lb, err = b.Obtain(context.Background(), "amnesia", ttl); err == nil {
 			granted = time.Now()
 		} else if !errors.Is(err, redislock.ErrNotObtained) && !errors.Is(err, redislock.ErrNoQuorum) {
 			t.Fatalf("b: %v", err)
@@ -189,6 +193,11 @@ func TestRedisRestartHolderStepsDownAndNobodyIsGrantedForATTL(t *testing.T) {
 	}
 	if g := granted.Sub(restarted); g < ttl {
 		t.Fatalf("b was granted the lock %v after the restart, less than the ttl %v", g, ttl)
+	}
+	// The node lost its fencing counter too; it restarts from its clock,
+	// above every token it handed out before (S3).
+	if lb.Fence() <= l.Fence() {
+		t.Errorf("fence after the restart %d, not above the fence before it %d", lb.Fence(), l.Fence())
 	}
 	t.Logf("after the restart: a stepped down by %v, b was granted at %v (ttl %v)",
 		down.Sub(restarted).Round(time.Millisecond), granted.Sub(restarted).Round(time.Millisecond), ttl)
