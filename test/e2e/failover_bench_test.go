@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -25,13 +26,16 @@ import (
 // durations: FAILOVER_TRIALS crashes (SIGKILL the leader) and as many
 // graceful handovers (SIGTERM the leader), each timed to the next LEADING
 // line, then the election's API-server writes over an idle window. It
-// prints a markdown table. `make bench-failover` runs it.
+// prints a markdown table, and writes every trial as JSON when asked.
+// `make bench-failover` runs it, and `make bench` with a shorter setup.
 //
 //	FAILOVER_TRIALS      trials of each kind per method (required; 20 in make)
 //	FAILOVER_DURATIONS   LeaseDuration,RenewDeadline,RetryPeriod (default
 //	                     15s,10s,2s, controller-runtime's defaults); for
 //	                     Redis the RedisLock's ttl,renewDeadline,renewInterval
 //	FAILOVER_IDLE_WINDOW how long to count writes (default 60s)
+//	FAILOVER_JSON        a file to write the results to, for
+//	                     test/bench/cmd/benchreport (optional)
 func TestFailoverBenchmark(t *testing.T) {
 	trialsEnv := os.Getenv("FAILOVER_TRIALS")
 	if trialsEnv == "" {
@@ -82,6 +86,61 @@ func TestFailoverBenchmark(t *testing.T) {
 			pct(r.crash, 0.5), pct(r.crash, 0.99), pct(r.graceful, 0.5), pct(r.graceful, 0.99), r.writesPerMin)
 	}
 	fmt.Print(b.String())
+	if path := os.Getenv("FAILOVER_JSON"); path != "" {
+		writeFailoverJSON(t, path, trials, d, window, results)
+	}
+}
+
+// failoverJSON is what FAILOVER_JSON receives, times in seconds; the field
+// names are the contract with test/bench/cmd/benchreport.
+type failoverJSON struct {
+	Trials        int                  `json:"trials"`
+	LeaseDuration string               `json:"leaseDuration"`
+	RenewDeadline string               `json:"renewDeadline"`
+	RetryPeriod   string               `json:"retryPeriod"`
+	IdleWindow    string               `json:"idleWindow"`
+	Methods       []failoverMethodJSON `json:"methods"`
+}
+
+type failoverMethodJSON struct {
+	Method             string    `json:"method"`
+	CrashSeconds       []float64 `json:"crashSeconds"`
+	GracefulSeconds    []float64 `json:"gracefulSeconds"`
+	APIWritesPerMinute float64   `json:"apiWritesPerMinute"`
+}
+
+// writeFailoverJSON writes every trial of results to path.
+func writeFailoverJSON(t *testing.T, path string, trials int, d durations, window time.Duration, results []benchResult) {
+	t.Helper()
+	out := failoverJSON{Trials: trials, LeaseDuration: d.lease.String(), RenewDeadline: d.renew.String(),
+		RetryPeriod: d.retry.String(), IdleWindow: window.String()}
+	for _, r := range results {
+		out.Methods = append(out.Methods, failoverMethodJSON{Method: r.method, CrashSeconds: secondsOf(r.crash),
+			GracefulSeconds: secondsOf(r.graceful), APIWritesPerMinute: r.writesPerMin})
+	}
+	writeJSON(t, path, out)
+}
+
+// writeJSON writes v, indented, to path.
+func writeJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("results written to %s", path)
+}
+
+// secondsOf returns ds in seconds.
+func secondsOf(ds []time.Duration) []float64 {
+	s := make([]float64, len(ds))
+	for i, d := range ds {
+		s[i] = d.Seconds()
+	}
+	return s
 }
 
 type benchResult struct {
