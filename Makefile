@@ -28,12 +28,14 @@ test: redis tools fmt vet lint verify-generated
 	KUBEBUILDER_ASSETS=$$($(TOOLS) --print-assets) HELM=$$($(TOOLS) --print helm) THIRD_PARTY_CRDS=$$($(TOOLS) --print crds) $(GOTEST) ./...
 	cd test/bench && $(GO) vet ./...
 
-## bench: our lock against bsm/redislock, redsync, rueidislock and raw go-redis, with a table of ratios.
-bench: redis
-	test/bench/run.sh
+## bench: every benchmark, then docs/bench/REPORT.md with PNG plots (about 12 minutes on 2 cores): our lock against
+## bsm/redislock, redsync, rueidislock and raw go-redis, Redlock over 1 to 7 nodes, the controller with 1000 RedisLocks,
+## and failover, Redis plugin against Lease, 8 trials at 4s/3s/1s (knobs: test/bench/run.sh).
+bench: redis tools
+	KUBEBUILDER_ASSETS=$$($(TOOLS) --print-assets) test/bench/run.sh
 
 ## bench-failover: failover and handover, Redis plugin against Lease election (FAILOVER_TRIALS, default 20;
-## FAILOVER_DURATIONS, default 15s,10s,2s: controller-runtime's defaults).
+## FAILOVER_DURATIONS, default 15s,10s,2s: controller-runtime's defaults; FAILOVER_JSON: a file for the trials).
 bench-failover: redis tools
 	FAILOVER_TRIALS=$${FAILOVER_TRIALS:-20} KUBEBUILDER_ASSETS=$$($(TOOLS) --print-assets) $(GO) test -count=1 -timeout 90m -run TestFailoverBenchmark -v ./test/e2e/
 

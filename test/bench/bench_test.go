@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -33,15 +34,22 @@ func BenchmarkAcquireRelease(b *testing.B) {
 	})
 }
 
-// BenchmarkRedlock5 measures one acquire plus one release of a fresh lock
-// with Redlock over 5 independent redis-servers, for the libraries that
-// implement it.
-func BenchmarkRedlock5(b *testing.B) {
-	addrs := startRedis(b, 5)
-	run(b, addrs, []impl{
-		{"redislock", newOurs},
-		{"redsync", newRedsync},
-	})
+// redlockNodes are the node counts BenchmarkRedlock runs with.
+var redlockNodes = []int{1, 3, 5, 7}
+
+// BenchmarkRedlock measures one acquire plus one release of a fresh lock
+// with Redlock over N independent redis-servers, N in redlockNodes, for the
+// libraries that implement it: how the latency grows with N.
+func BenchmarkRedlock(b *testing.B) {
+	addrs := startRedis(b, slices.Max(redlockNodes))
+	for _, n := range redlockNodes {
+		b.Run("nodes="+strconv.Itoa(n), func(b *testing.B) {
+			run(b, addrs[:n], []impl{
+				{"redislock", newOurs},
+				{"redsync", newRedsync},
+			})
+		})
+	}
 }
 
 // run adds <impl>/serial and <impl>/parallel sub-benchmarks for each impl,

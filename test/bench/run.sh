@@ -1,6 +1,41 @@
 #!/usr/bin/env bash
-# Runs the lock benchmarks and prints them with a table of ratios.
-# COUNT and BENCHTIME override -count and -benchtime.
+# `make bench`: runs every benchmark and writes the report.
+#  1. The lock benchmarks of this module, saved as $OUT/bench.txt.
+#  2. In the main module, against envtest: TestControllerBenchmark and
+#     TestFailoverBenchmark (shorter than `make bench-failover`), saved as
+#     $OUT/controller.json and $OUT/failover.json.
+#  3. cmd/benchreport, which prints the lock tables and writes
+#     $OUT/REPORT.md and its PNG plots.
+# If step 2 fails, the report still covers what finished, and the run fails.
+#
+# COUNT, BENCHTIME        -count and -benchtime of the lock benchmarks (3, 1s)
+# CONTROLLER_BENCH_LOCKS  RedisLocks for the controller (1000)
+# FAILOVER_TRIALS, FAILOVER_DURATIONS, FAILOVER_IDLE_WINDOW
+#                         see test/e2e/failover_bench_test.go (8, 4s,3s,1s, 60s)
+# OUT                     the report's directory, emptied of an earlier
+#                         report first (docs/bench)
 set -euo pipefail
 cd "$(dirname "$0")"
-go test -run '^$' -bench . -benchmem -count "${COUNT:-3}" -benchtime "${BENCHTIME:-1s}" . | go run ./cmd/benchtable
+root=$(cd ../.. && pwd)
+out=${OUT:-$root/docs/bench}
+count=${COUNT:-3}
+benchtime=${BENCHTIME:-1s}
+export CONTROLLER_BENCH_LOCKS=${CONTROLLER_BENCH_LOCKS:-1000}
+export FAILOVER_TRIALS=${FAILOVER_TRIALS:-8}
+export FAILOVER_DURATIONS=${FAILOVER_DURATIONS:-4s,3s,1s}
+export FAILOVER_IDLE_WINDOW=${FAILOVER_IDLE_WINDOW:-60s}
+command="make bench (COUNT=$count BENCHTIME=$benchtime CONTROLLER_BENCH_LOCKS=$CONTROLLER_BENCH_LOCKS FAILOVER_TRIALS=$FAILOVER_TRIALS FAILOVER_DURATIONS=$FAILOVER_DURATIONS FAILOVER_IDLE_WINDOW=$FAILOVER_IDLE_WINDOW)"
+started=$(date +%s)
+
+mkdir -p "$out"
+# A part that does not finish must not be reported from an earlier run.
+rm -f "$out/REPORT.md" "$out/bench.txt" "$out/controller.json" "$out/failover.json" "$out"/*.png
+
+go test -run '^$' -bench . -benchmem -count "$count" -benchtime "$benchtime" . | tee "$out/bench.txt"
+
+e2e=0
+(cd "$root" && CONTROLLER_BENCH_JSON="$out/controller.json" FAILOVER_JSON="$out/failover.json" \
+	go test -count=1 -timeout 60m -run '^(TestControllerBenchmark|TestFailoverBenchmark)$' -v ./test/e2e/) || e2e=$?
+
+go run ./cmd/benchreport -dir "$out" -command "$command" -elapsed "$(($(date +%s) - started))s"
+exit "$e2e"

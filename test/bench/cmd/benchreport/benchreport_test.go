@@ -1,0 +1,137 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+const benchOut = `goos: linux
+pkg: github.com/redislock/redislock/test/bench
+BenchmarkAcquireRelease/redislock/serial-2   	    8000	    150000 ns/op	    1546 B/op	      24 allocs/op
+BenchmarkAcquireRelease/redislock/serial-2   	    8000	    130000 ns/op	    1546 B/op	      24 allocs/op
+BenchmarkAcquireRelease/redislock/serial-2   	    8000	    140000 ns/op	    1546 B/op	      24 allocs/op
+BenchmarkAcquireRelease/bsm/serial-2         	    8000	    280000 ns/op	    1200 B/op	      20 allocs/op
+BenchmarkRedlock/nodes=1/redislock/serial-2  	     300	    100000 ns/op	    1546 B/op	      24 allocs/op
+BenchmarkRedlock/nodes=7/redislock/serial-2  	     300	    700000 ns/op	    7676 B/op	     134 allocs/op
+BenchmarkRedlock/nodes=7/redsync/serial-2    	     300	    800000 ns/op	    7416 B/op	     199 allocs/op
+PASS
+`
+
+func TestParseTakesTheMedianPerNameAndUnit(t *testing.T) {
+	r, err := parse(strings.NewReader(benchOut))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := r.get(single+"redislock/serial", ns); v != 140000 {
+		t.Errorf("median ns/op = %v, want 140000", v)
+	}
+	if v, _ := r.get(single+"redislock/serial", allocs); v != 24 {
+		t.Errorf("allocs/op = %v, want 24", v)
+	}
+	if _, ok := r.get(single+"raw/serial", ns); ok {
+		t.Error("a benchmark not in the output has a value")
+	}
+	if got := r.redlockNodes(); len(got) != 2 || got[0] != 1 || got[1] != 7 {
+		t.Errorf("redlockNodes = %v, want [1 7]", got)
+	}
+	if got := ratioCell(r, single+"bsm/serial", single+"redislock/serial"); got != "2.00×" {
+		t.Errorf("redislock ÷ bsm throughput = %s, want 2.00×", got)
+	}
+}
+
+func TestParseRejectsOutputWithoutResults(t *testing.T) {
+	if _, err := parse(strings.NewReader("FAIL\n")); err == nil {
+		t.Error("parse accepted output with no benchmark results")
+	}
+}
+
+func TestQuantileIsTheNearestRank(t *testing.T) {
+	vs := []float64{5, 1, 4, 2, 3}
+	tests := []struct {
+		p    float64
+		want float64
+	}{{0.5, 3}, {0.9, 5}, {0.99, 5}, {1, 5}, {0.2, 1}}
+	for _, tt := range tests {
+		if got := quantile(vs, tt.p); got != tt.want {
+			t.Errorf("quantile(%v, %v) = %v, want %v", vs, tt.p, got, tt.want)
+		}
+	}
+	if got := quantile(nil, 0.5); !math.IsNaN(got) {
+		t.Errorf("quantile of nothing = %v, want NaN", got)
+	}
+}
+
+func TestReportHasEverySectionAndPlot(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, v any) {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "bench.txt"), []byte(benchOut), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	write("failover.json", failover{Trials: 3, LeaseDuration: "4s", RenewDeadline: "3s", RetryPeriod: "1s", IdleWindow: "30s", Methods: []failoverMethod{
+		{Method: "redis", CrashSeconds: []float64{3.9, 4.0, 4.1}, GracefulSeconds: []float64{0.004, 0.003, 0}, APIWritesPerMinute: 0},
+		{Method: "lease", CrashSeconds: []float64{5.1, 6.2, 7.3}, GracefulSeconds: []float64{1.1, 1.2, 2.1}, APIWritesPerMinute: 60},
+	}})
+	write("controller.json", controllerScale{Locks: 1000, Namespaces: 10, Resync: "30s", AllReadySeconds: 12.5,
+		IdleRSSBytes: 30 << 20, IdleHeapInuseBytes: 5 << 20, RSSBytes: 80 << 20, PeakRSSBytes: 90 << 20, HeapInuseBytes: 30 << 20, AcquireEvery: "50ms", LagSeconds: []float64{0.01, 0.02, 0.2}})
+
+	if err := run(io.Discard, dir, "make bench", 12*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(filepath.Join(dir, "REPORT.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"| redislock | 140000 |",
+		"| 7 | 700.0 | 800.0 |",
+		"| Redis plugin | 4s | 4.1s | 4.1s | 3ms | 4ms | 4ms | 0.0 |",
+		"| Lease | 6.2s | 7.3s | 7.3s | 1.2s | 2.1s | 2.1s | 60.0 |",
+		"| 1000 | 12.5s | 30.0 MiB | 80.0 MiB | 90.0 MiB | 5.0 MiB | 30.0 MiB | 20ms | 200ms | 200ms |",
+		"the run took 12m0s",
+	} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("REPORT.md lacks %q:\n%s", want, md)
+		}
+	}
+	for _, png := range []string{"throughput.png", "redlock.png", "failover.png", "api-writes.png", "controller-lag.png"} {
+		if !strings.Contains(string(md), "("+png+")") {
+			t.Errorf("REPORT.md does not show %s", png)
+		}
+		if fi, err := os.Stat(filepath.Join(dir, png)); err != nil || fi.Size() == 0 {
+			t.Errorf("%s: %v", png, err)
+		}
+	}
+}
+
+func TestReportSaysWhatWasNotRun(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "bench.txt"), []byte(benchOut), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(io.Discard, dir, "make bench", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(filepath.Join(dir, "REPORT.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Not run (no failover.json).", "Not run (no controller.json)."} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("REPORT.md lacks %q", want)
+		}
+	}
+}

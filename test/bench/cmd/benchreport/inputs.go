@@ -1,0 +1,103 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"slices"
+	"time"
+)
+
+// failover is what TestFailoverBenchmark (test/e2e) writes to
+// $FAILOVER_JSON; the field names are the contract between the two.
+type failover struct {
+	Trials        int              `json:"trials"`
+	LeaseDuration string           `json:"leaseDuration"`
+	RenewDeadline string           `json:"renewDeadline"`
+	RetryPeriod   string           `json:"retryPeriod"`
+	IdleWindow    string           `json:"idleWindow"`
+	Methods       []failoverMethod `json:"methods"`
+}
+
+// failoverMethod is one election method's trials.
+type failoverMethod struct {
+	Method             string    `json:"method"` // redis or lease
+	CrashSeconds       []float64 `json:"crashSeconds"`
+	GracefulSeconds    []float64 `json:"gracefulSeconds"`
+	APIWritesPerMinute float64   `json:"apiWritesPerMinute"`
+}
+
+// controllerScale is what TestControllerBenchmark (test/e2e) writes to
+// $CONTROLLER_BENCH_JSON; the field names are the contract between the two.
+type controllerScale struct {
+	Locks              int       `json:"locks"`
+	Namespaces         int       `json:"namespaces"`
+	Resync             string    `json:"resync"`
+	AllReadySeconds    float64   `json:"allReadySeconds"`
+	IdleRSSBytes       int64     `json:"idleRssBytes"` // before any RedisLock
+	IdleHeapInuseBytes int64     `json:"idleHeapInuseBytes"`
+	RSSBytes           int64     `json:"rssBytes"` // after the lag samples
+	PeakRSSBytes       int64     `json:"peakRssBytes"`
+	HeapInuseBytes     int64     `json:"heapInuseBytes"`
+	AcquireEvery       string    `json:"acquireEvery"`
+	LagSeconds         []float64 `json:"lagSeconds"`
+}
+
+// methodLabel names an election method for people.
+func methodLabel(m string) string {
+	switch m {
+	case "redis":
+		return "Redis plugin"
+	case "lease":
+		return "Lease"
+	}
+	return m
+}
+
+// loadJSON decodes the file at path into v. A missing file is no error:
+// it returns false, and the report says that part was not run.
+func loadJSON(path string, v any) (bool, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return false, fmt.Errorf("%s: %w", path, err)
+	}
+	return true, nil
+}
+
+// quantile returns the p-quantile of vs by nearest rank: the maximum when
+// len(vs) < 1/(1-p).
+func quantile(vs []float64, p float64) float64 {
+	if len(vs) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(vs)
+	slices.Sort(s)
+	i := int(math.Ceil(p*float64(len(s)))) - 1
+	return s[max(0, min(i, len(s)-1))]
+}
+
+// seconds formats a time in seconds to the millisecond, as time.Duration
+// prints it ("4ms", "13.97s").
+func seconds(v float64) string {
+	if math.IsNaN(v) {
+		return "n/a"
+	}
+	return time.Duration(v * float64(time.Second)).Round(time.Millisecond).String()
+}
+
+// mib formats a byte count in MiB, or n/a for zero.
+func mib(b int64) string {
+	if b == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20))
+}

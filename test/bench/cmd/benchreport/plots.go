@@ -1,0 +1,218 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"os"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+)
+
+// tileW and tileH are the size of one plot in a PNG.
+const (
+	tileW = 14 * vg.Centimeter
+	tileH = 9 * vg.Centimeter
+)
+
+// savePNG draws plots side by side, one tile each, into a PNG at path.
+func savePNG(path string, plots ...*plot.Plot) error {
+	img := vgimg.NewWith(vgimg.UseWH(tileW*vg.Length(len(plots)), tileH), vgimg.UseDPI(110))
+	tiles := draw.Tiles{Rows: 1, Cols: len(plots), PadX: vg.Centimeter,
+		PadTop: 2 * vg.Millimeter, PadBottom: 2 * vg.Millimeter, PadLeft: 2 * vg.Millimeter, PadRight: 4 * vg.Millimeter}
+	dc := draw.New(img)
+	for i, p := range plots {
+		p.Draw(tiles.At(dc, i, 0))
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return f.Close()
+}
+
+// plotThroughput draws each implementation's single-node throughput,
+// serial and parallel bars side by side.
+func plotThroughput(path string, r results) error {
+	p := plot.New()
+	p.Title.Text = "Acquire+release throughput, one redis-server"
+	p.Y.Label.Text = "thousand ops/s"
+	w := vg.Points(14)
+	for i, mode := range []string{"serial", "parallel"} {
+		vs := make(plotter.Values, len(impls))
+		for j, im := range impls {
+			v, _ := r.opsPerSec(single + im + "/" + mode)
+			vs[j] = v / 1e3
+		}
+		bars, err := plotter.NewBarChart(vs, w)
+		if err != nil {
+			return err
+		}
+		bars.Color = plotutil.Color(i)
+		bars.LineStyle.Width = 0
+		bars.Offset = w * vg.Length(2*i-1) / 2
+		p.Add(bars)
+		p.Legend.Add(mode, bars)
+	}
+	p.Legend.Top = true
+	p.NominalX(impls...)
+	return savePNG(path, p)
+}
+
+// plotRedlock draws Redlock's µs/op against the number of nodes, one line
+// per implementation and mode.
+func plotRedlock(path string, r results) error {
+	p := plot.New()
+	p.Title.Text = "Redlock acquire+release latency"
+	p.X.Label.Text = "independent redis-servers"
+	p.Y.Label.Text = "µs/op"
+	var lines []any
+	for _, mode := range []string{"serial", "parallel"} {
+		for _, im := range redlockImpls {
+			var xys plotter.XYs
+			for _, n := range r.redlockNodes() {
+				if v, ok := r.get(redlock(n)+im+"/"+mode, ns); ok {
+					xys = append(xys, plotter.XY{X: float64(n), Y: v / 1e3})
+				}
+			}
+			if len(xys) > 0 {
+				lines = append(lines, im+" "+mode, xys)
+			}
+		}
+	}
+	if err := plotutil.AddLinePoints(p, lines...); err != nil {
+		return err
+	}
+	p.Legend.Top, p.Legend.Left = true, true
+	p.X.Tick.Marker = nodeTicks(r.redlockNodes())
+	p.Y.Min = 0
+	return savePNG(path, p)
+}
+
+// nodeTicks marks exactly the node counts measured.
+func nodeTicks(nodes []int) plot.ConstantTicks {
+	ts := make(plot.ConstantTicks, len(nodes))
+	for i, n := range nodes {
+		ts[i] = plot.Tick{Value: float64(n), Label: fmt.Sprint(n)}
+	}
+	return ts
+}
+
+// plotFailover draws the crash and graceful handover times of each method
+// as box plots with every trial as a dot; the graceful panel has a log
+// scale, since the two methods differ by orders of magnitude there.
+func plotFailover(path string, f failover) error {
+	crash, err := failoverPanel("Crash (SIGKILL the leader)", f, func(m failoverMethod) []float64 { return m.CrashSeconds })
+	if err != nil {
+		return err
+	}
+	graceful, err := failoverPanel("Graceful (SIGTERM the leader)", f, func(m failoverMethod) []float64 { return m.GracefulSeconds })
+	if err != nil {
+		return err
+	}
+	crash.Y.Min = 0
+	graceful.Y.Scale = plot.LogScale{}
+	graceful.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	return savePNG(path, crash, graceful)
+}
+
+// failoverPanel is one box plot per method of the times of.
+func failoverPanel(title string, f failover, of func(failoverMethod) []float64) (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text = title
+	p.Y.Label.Text = "seconds until the next leader leads"
+	var names []string
+	for i, m := range f.Methods {
+		vs := plotter.Values(of(m))
+		if len(vs) == 0 {
+			continue
+		}
+		for j := range vs {
+			vs[j] = math.Max(vs[j], 1e-3) // a log scale needs > 0
+		}
+		box, err := plotter.NewBoxPlot(vg.Points(28), float64(i), vs)
+		if err != nil {
+			return nil, err
+		}
+		box.FillColor = plotutil.Color(i)
+		dots := make(plotter.XYs, len(vs))
+		for j, v := range vs {
+			// Spread the dots across the box, in trial order.
+			dots[j] = plotter.XY{X: float64(i) - 0.06 + 0.12*float64(j)/float64(max(1, len(vs)-1)), Y: v}
+		}
+		sc, err := plotter.NewScatter(dots)
+		if err != nil {
+			return nil, err
+		}
+		sc.GlyphStyle.Radius = vg.Points(1.5)
+		p.Add(box, sc)
+		names = append(names, methodLabel(m.Method))
+	}
+	p.NominalX(names...)
+	p.X.Min, p.X.Max = -0.5, float64(len(f.Methods))-0.5
+	return p, nil
+}
+
+// plotAPIWrites draws each method's election writes to the API server per
+// minute, labelled with their values.
+func plotAPIWrites(path string, f failover) error {
+	p := plot.New()
+	p.Title.Text = "Election writes to the API server, idle"
+	p.Y.Label.Text = "writes/min"
+	vs := make(plotter.Values, len(f.Methods))
+	top := 1.0
+	var names []string
+	labels := plotter.XYLabels{}
+	for i, m := range f.Methods {
+		vs[i] = m.APIWritesPerMinute
+		top = math.Max(top, m.APIWritesPerMinute)
+		names = append(names, methodLabel(m.Method))
+		labels.XYs = append(labels.XYs, plotter.XY{X: float64(i), Y: m.APIWritesPerMinute})
+		labels.Labels = append(labels.Labels, fmt.Sprintf("%.1f", m.APIWritesPerMinute))
+	}
+	bars, err := plotter.NewBarChart(vs, vg.Points(40))
+	if err != nil {
+		return err
+	}
+	bars.Color = plotutil.Color(0)
+	l, err := plotter.NewLabels(labels)
+	if err != nil {
+		return err
+	}
+	for i := range l.TextStyle {
+		l.TextStyle[i].XAlign = draw.XCenter
+	}
+	l.Offset = vg.Point{Y: vg.Points(3)}
+	p.Add(bars, l)
+	p.NominalX(names...)
+	p.X.Min, p.X.Max = -0.5, float64(len(f.Methods))-0.5
+	p.Y.Min, p.Y.Max = 0, 1.2*top
+	return savePNG(path, p)
+}
+
+// plotLag draws the distribution of the controller's status lag.
+func plotLag(path string, c controllerScale) error {
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("Status lag, %d of %d RedisLocks", len(c.LagSeconds), c.Locks)
+	p.X.Label.Text = "ms from Obtain to .status.holderIdentity in a watch"
+	p.Y.Label.Text = "locks"
+	ms := make(plotter.Values, len(c.LagSeconds))
+	for i, v := range c.LagSeconds {
+		ms[i] = v * 1e3
+	}
+	h, err := plotter.NewHist(ms, 30)
+	if err != nil {
+		return err
+	}
+	h.FillColor = plotutil.Color(0)
+	p.Add(h)
+	return savePNG(path, p)
+}

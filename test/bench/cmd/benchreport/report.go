@@ -1,0 +1,127 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// report is everything REPORT.md shows; failover and controller are nil
+// when that part was not run.
+type report struct {
+	bench      results
+	failover   *failover
+	controller *controllerScale
+	machine    machine
+	command    string
+	elapsed    time.Duration
+	date       time.Time
+}
+
+// plotFile is one PNG of the report.
+type plotFile struct {
+	name string
+	draw func(path string) error
+}
+
+// write writes REPORT.md and its plots into dir.
+func (rp report) write(dir string) error {
+	plots := map[string]plotFile{
+		"throughput": {"throughput.png", func(p string) error { return plotThroughput(p, rp.bench) }},
+		"redlock":    {"redlock.png", func(p string) error { return plotRedlock(p, rp.bench) }},
+	}
+	if f := rp.failover; f != nil {
+		plots["failover"] = plotFile{"failover.png", func(p string) error { return plotFailover(p, *f) }}
+		plots["apiwrites"] = plotFile{"api-writes.png", func(p string) error { return plotAPIWrites(p, *f) }}
+	}
+	if c := rp.controller; c != nil && len(c.LagSeconds) > 0 {
+		plots["lag"] = plotFile{"controller-lag.png", func(p string) error { return plotLag(p, *c) }}
+	}
+	for _, pf := range plots {
+		if err := pf.draw(filepath.Join(dir, pf.name)); err != nil {
+			return fmt.Errorf("plot %s: %w", pf.name, err)
+		}
+	}
+	f, err := os.Create(filepath.Join(dir, "REPORT.md"))
+	if err != nil {
+		return err
+	}
+	rp.markdown(f, plots)
+	return f.Close()
+}
+
+// markdown writes the report, linking the plots by key.
+func (rp report) markdown(w io.Writer, plots map[string]plotFile) {
+	img := func(key, alt string) {
+		if pf, ok := plots[key]; ok {
+			fmt.Fprintf(w, "\n![%s](%s)\n", alt, pf.name)
+		}
+	}
+	m := rp.machine
+	fmt.Fprintln(w, "# Benchmark report")
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "Written by `%s` on %s; the run took %v. The inputs are next to this file: `bench.txt` (`go test -bench` output of `test/bench`), `failover.json`, `controller.json`.\n",
+		rp.command, rp.date.UTC().Format("2006-01-02 15:04 MST"), rp.elapsed.Round(time.Second))
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "The numbers are from this one machine; they move with it, so compare ratios within a run.")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| CPU | cores | kernel | Go | Redis |")
+	fmt.Fprintln(w, "|---|---:|---|---|---|")
+	fmt.Fprintf(w, "| %s | %d | %s | %s | %s |\n", m.cpu, m.cores, m.kernel, m.goVersion, m.redis)
+
+	fmt.Fprintln(w, "\n## Lock throughput: one redis-server")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Acquire+release of a fresh key; serial is one goroutine, parallel 8×GOMAXPROCS; medians of the `-count` runs. The last two columns are redislock's throughput as a multiple of each implementation's (above 1: redislock is faster).")
+	fmt.Fprintln(w)
+	writeThroughput(w, rp.bench)
+	img("throughput", "throughput")
+
+	fmt.Fprintln(w, "\n## Redlock latency against the number of nodes")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Acquire+release over N independent redis-servers, a majority granting; with one node it is a single-instance lock.")
+	fmt.Fprintln(w)
+	writeRedlock(w, rp.bench)
+	img("redlock", "Redlock latency against nodes")
+
+	fmt.Fprintln(w, "\n## Targets")
+	fmt.Fprintln(w)
+	writeChecks(w, rp.bench)
+
+	fmt.Fprintln(w, "\n## Failover and handover: Redis plugin against Lease")
+	fmt.Fprintln(w)
+	if f := rp.failover; f != nil {
+		fmt.Fprintf(w, "Three replicas of `test/e2e/sampleoperator` against an envtest API server; %d trials each of kill -9 (crash) and SIGTERM (graceful) of the leader, timed to the next replica's LEADING line. Both methods with the same timing: LeaseDuration (a RedisLock's ttl) %s, RenewDeadline %s, RetryPeriod (renewInterval) %s. API writes are the election's writes to Leases and RedisLocks over %s of an idle fleet.\n",
+			f.Trials, f.LeaseDuration, f.RenewDeadline, f.RetryPeriod, f.IdleWindow)
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "| method | crash p50 | crash p90 | crash max | graceful p50 | graceful p90 | graceful max | election API writes/min |")
+		fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|")
+		for _, mt := range f.Methods {
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %.1f |\n", methodLabel(mt.Method),
+				seconds(quantile(mt.CrashSeconds, 0.5)), seconds(quantile(mt.CrashSeconds, 0.9)), seconds(quantile(mt.CrashSeconds, 1)),
+				seconds(quantile(mt.GracefulSeconds, 0.5)), seconds(quantile(mt.GracefulSeconds, 0.9)), seconds(quantile(mt.GracefulSeconds, 1)),
+				mt.APIWritesPerMinute)
+		}
+		img("failover", "failover and handover times")
+		img("apiwrites", "election API writes per minute")
+	} else {
+		fmt.Fprintln(w, "Not run (no failover.json).")
+	}
+
+	fmt.Fprintln(w, "\n## The controller at scale")
+	fmt.Fprintln(w)
+	if c := rp.controller; c != nil {
+		fmt.Fprintf(w, "The `redislock controller` binary (`-resync` %s) with %d RedisLocks in %d namespaces on one redis-server. Ready is from the first create to every lock Ready=True. Memory is read before the first RedisLock (idle) and after the lag samples: RSS and peak RSS (VmRSS, VmHWM) from /proc, the Go heap from the controller's `go_memstats_heap_inuse_bytes`. Lag: for %d of the locks, one every %s, the time from the start of a redislock `Obtain` to a watch on RedisLocks showing the new `.status.holderIdentity`.\n",
+			c.Resync, c.Locks, c.Namespaces, len(c.LagSeconds), c.AcquireEvery)
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "| RedisLocks | all Ready after | RSS idle | RSS | peak RSS | Go heap idle | Go heap | lag p50 | lag p99 | lag max |")
+		fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+		fmt.Fprintf(w, "| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", c.Locks, seconds(c.AllReadySeconds),
+			mib(c.IdleRSSBytes), mib(c.RSSBytes), mib(c.PeakRSSBytes), mib(c.IdleHeapInuseBytes), mib(c.HeapInuseBytes),
+			seconds(quantile(c.LagSeconds, 0.5)), seconds(quantile(c.LagSeconds, 0.99)), seconds(quantile(c.LagSeconds, 1)))
+		img("lag", "status lag")
+	} else {
+		fmt.Fprintln(w, "Not run (no controller.json).")
+	}
+}
