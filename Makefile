@@ -10,7 +10,7 @@ TOOLS := hack/ensure-tools.sh
 CONTROLLER_GEN = $(shell $(TOOLS) --print controller-gen)
 GOLANGCI_LINT = $(shell $(TOOLS) --print golangci-lint)
 
-.PHONY: all demo test bench bench-failover fuzz lint fmt vet redis tools generate manifests verify-generated
+.PHONY: all demo test bench bench-failover chaos fuzz lint fmt vet redis tools generate manifests verify-generated
 
 all: test
 
@@ -38,6 +38,11 @@ bench: redis tools
 ## FAILOVER_DURATIONS, default 15s,10s,2s: controller-runtime's defaults; FAILOVER_JSON: a file for the trials).
 bench-failover: redis tools
 	FAILOVER_TRIALS=$${FAILOVER_TRIALS:-20} KUBEBUILDER_ASSETS=$$($(TOOLS) --print-assets) $(GO) test -count=1 -timeout 90m -run TestFailoverBenchmark -v ./test/e2e/
+
+## chaos: the chaos run of test/e2e for longer (CHAOS_DURATION per Redis deployment, default 10m;
+## CHAOS_SEED replays one). make test runs it for 40s per deployment.
+chaos: redis tools
+	CHAOS_DURATION=$${CHAOS_DURATION:-10m} KUBEBUILDER_ASSETS=$$($(TOOLS) --print-assets) $(GO) test -count=1 -timeout 0 -run TestChaos -v ./test/e2e/
 
 ## fuzz: fuzz the stored-value decoder (FUZZTIME, default 30s).
 fuzz:

@@ -95,7 +95,7 @@ func (s *Server) launch(path string) error {
 		host, mport, _ := net.SplitHostPort(addr)
 		conf := filepath.Join(s.dir, "sentinel.conf")
 		// Sentinel rewrites its config file, so it gets one of its own.
-		body := fmt.Sprintf("sentinel monitor %s %s %s 1\nsentinel down-after-milliseconds %s 1000\n", name, host, mport, name)
+		body := fmt.Sprintf("sentinel monitor %s %s %s 1\nsentinel down-after-milliseconds %s 1000\nsentinel failover-timeout %s 10000\n", name, host, mport, name, name)
 		if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
 			return fmt.Errorf("redisproc: %w", err)
 		}

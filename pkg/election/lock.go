@@ -81,6 +81,22 @@ func NewLock(c *redislock.Client, name string, ttl time.Duration, opts LockOptio
 
 var _ resourcelock.Interface = (*Lock)(nil)
 
+// Leading reports, from one reading of the clock (at), whether this Lock
+// holds the lock and may still believe so: at is before the held lock's
+// local deadline. Check it before acting as leader, with the fencing token
+// for downstream writes: client-go's own view of leadership can lag behind
+// by up to a RetryPeriod after a pause, this one cannot.
+func (l *Lock) Leading() (fence int64, at time.Time, ok bool) {
+	l.mu.Lock()
+	held := l.held
+	l.mu.Unlock()
+	at = time.Now()
+	if held == nil || !at.Before(held.Deadline()) {
+		return 0, at, false
+	}
+	return held.Fence(), at, true
+}
+
 // Get returns the current record, or a NotFound API error when the lock is
 // free. For a standby it blocks while the same other candidate holds the
 // lock: until the holder's key is due to expire, a release message, a new

@@ -112,7 +112,7 @@ func (e *Elector) State() State {
 		return s
 	}
 	if until := l.after(e.o.RenewDeadline); s.At.Before(until) {
-		s.Leading, s.Fence, s.ValidUntil, s.lock, s.held = true, l.Fence(), until, l, held
+		s.Leading, s.Leader, s.Fence, s.ValidUntil, s.lock, s.held = true, e.c.opts.Identity, l.Fence(), until, l, held
 	}
 	return s
 }

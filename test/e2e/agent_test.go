@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -198,6 +196,16 @@ type agentProc struct {
 	exitErr           error
 }
 
+func (f *agentFleet) addrs() map[string]string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	m := map[string]string{}
+	for id, p := range f.procs {
+		m[id] = p.addr
+	}
+	return m
+}
+
 func (f *agentFleet) leaderFile(id string) string { return filepath.Join(f.dir, id+".json") }
 
 // start starts the agent id, listening on addr.
@@ -270,286 +278,6 @@ func (f *agentFleet) stopAll() {
 		}
 	}
 }
-
-// sample is one /leader answer; code 0 means no answer (refused, timed out).
-type sample struct {
-	id   string
-	sent time.Time
-	code int
-	st   agent.Status
-}
-
-// poller samples every agent's /leader every 5ms, each agent on its own
-// goroutine, so a stopped agent does not delay the others.
-type poller struct {
-	fl      *agentFleet
-	mu      sync.Mutex
-	samples []sample
-	last    map[string]sample
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
-}
-
-func startPoller(fl *agentFleet) *poller {
-	ctx, cancel := context.WithCancel(context.Background())
-	p := &poller{fl: fl, last: map[string]sample{}, cancel: cancel}
-	client := &http.Client{Timeout: 200 * time.Millisecond}
-	fl.mu.Lock()
-	defer fl.mu.Unlock()
-	for id := range fl.procs {
-		p.wg.Add(1)
-		go func() {
-			defer p.wg.Done()
-			tick := time.NewTicker(5 * time.Millisecond)
-			defer tick.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-tick.C:
-				}
-				p.add(p.poll(ctx, client, id))
-			}
-		}()
-	}
-	return p
-}
-
-func (p *poller) poll(ctx context.Context, c *http.Client, id string) sample {
-	s := sample{id: id, sent: time.Now()}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.fl.proc(id).addr+"/leader", nil)
-	if err != nil {
-		return s
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return s
-	}
-	defer func() { _ = resp.Body.Close() }()
-	if err := json.NewDecoder(resp.Body).Decode(&s.st); err != nil {
-		return s
-	}
-	s.code = resp.StatusCode
-	return s
-}
-
-func (p *poller) add(s sample) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.samples = append(p.samples, s)
-	if s.code != 0 {
-		p.last[s.id] = s
-	}
-}
-
-func (p *poller) stop() {
-	p.cancel()
-	p.wg.Wait()
-}
-
-// leaders returns the agents whose latest answer, within the last 500ms,
-// is 200.
-func (p *poller) leaders() []string {
-	var ids []string
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for id, s := range p.last {
-		if time.Since(s.sent) > 500*time.Millisecond {
-			continue // not answering: stopped or dead
-		}
-		if s.code == http.StatusOK {
-			ids = append(ids, id)
-		}
-	}
-	return ids
-}
-
-// waitLeader waits until exactly one answering agent, not not, answers
-// 200, and returns it.
-func (p *poller) waitLeader(t *testing.T, not string, within time.Duration) string {
-	t.Helper()
-	var leader string
-	waitUntil(t, within, "one leader other than "+not, func() bool {
-		ids := p.leaders()
-		if len(ids) == 1 && ids[0] != not {
-			leader = ids[0]
-			return true
-		}
-		return false
-	})
-	return leader
-}
-
-// waitAnswer waits for the first answer of id to a request sent after
-// since.
-func (p *poller) waitAnswer(t *testing.T, id string, since time.Time, within time.Duration) sample {
-	t.Helper()
-	var got sample
-	waitUntil(t, within, "an answer from "+id, func() bool {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		for _, s := range p.samples {
-			if s.id == id && s.code != 0 && s.st.ObservedAt.After(since) {
-				got = s
-				return true
-			}
-		}
-		return false
-	})
-	return got
-}
-
-// waitNotLeading waits for an answer of id, observed after since, that it
-// does not lead, and returns the instant it was observed.
-func (p *poller) waitNotLeading(t *testing.T, id string, since time.Time, within time.Duration) time.Time {
-	t.Helper()
-	var at time.Time
-	waitUntil(t, within, id+" answering 503", func() bool {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		for _, s := range p.samples {
-			if s.id == id && s.code == http.StatusServiceUnavailable && s.st.ObservedAt.After(since) {
-				at = s.st.ObservedAt
-				return true
-			}
-		}
-		return false
-	})
-	return at
-}
-
-// firstLead is when id first answered 200 for an instant after since.
-func (p *poller) firstLead(id string, since time.Time) time.Time {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, s := range p.samples {
-		if s.id == id && s.code == http.StatusOK && s.st.ObservedAt.After(since) {
-			return s.st.ObservedAt
-		}
-	}
-	return time.Time{}
-}
-
-// lastLead is the latest instant id answered 200 for.
-func (p *poller) lastLead(id string) time.Time {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var last time.Time
-	for _, s := range p.samples {
-		if s.id == id && s.code == http.StatusOK && s.st.ObservedAt.After(last) {
-			last = s.st.ObservedAt
-		}
-	}
-	return last
-}
-
-// steady checks that for d from now, every answer of every agent agrees
-// on one leader: exactly one agent answers 200, the others 503.
-func (p *poller) steady(t *testing.T, d time.Duration) {
-	t.Helper()
-	from := time.Now()
-	waitUntil(t, d+time.Second, "a steady window", func() bool { return time.Since(from) >= d })
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	codes := map[string]map[int]int{}
-	for _, s := range p.samples {
-		if s.sent.Before(from) || s.code == 0 {
-			continue
-		}
-		if codes[s.id] == nil {
-			codes[s.id] = map[int]int{}
-		}
-		codes[s.id][s.code]++
-	}
-	var leaders []string
-	for id, c := range codes {
-		if c[http.StatusOK] > 0 {
-			leaders = append(leaders, id)
-			if c[http.StatusServiceUnavailable] > 0 {
-				t.Errorf("in a steady window %s answered 200 %d times and 503 %d times", id, c[http.StatusOK], c[http.StatusServiceUnavailable])
-			}
-		}
-	}
-	if len(leaders) != 1 {
-		t.Errorf("in a steady window of %v the agents answering 200 were %v (answers %v), want exactly one", d, leaders, codes)
-	}
-}
-
-// span is one term as the answers show it: the first and last instants an
-// agent answered 200 with one fencing token, with no other answer of its
-// between.
-type span struct {
-	id          string
-	fence       int64
-	first, last time.Time
-	n           int
-}
-
-// checkNoOverlap fails if two agents answered 200 for overlapping terms.
-func (p *poller) checkNoOverlap(t *testing.T) {
-	t.Helper()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	byAgent := map[string][]sample{}
-	total, ok := 0, 0
-	for _, s := range p.samples {
-		if s.code == 0 {
-			continue
-		}
-		total++
-		if s.code == http.StatusOK {
-			ok++
-			if !s.st.Leading || s.st.Holder != s.id || s.st.FencingToken <= 0 || s.st.ValidUntil == nil || !s.st.ObservedAt.Before(*s.st.ValidUntil) {
-				t.Errorf("200 from %s with an inconsistent body: %+v", s.id, s.st)
-			}
-		}
-		byAgent[s.id] = append(byAgent[s.id], s)
-	}
-	var spans []span
-	for id, ss := range byAgent {
-		sort.Slice(ss, func(i, j int) bool { return ss[i].st.ObservedAt.Before(ss[j].st.ObservedAt) })
-		var cur *span
-		for _, s := range ss {
-			if s.code != http.StatusOK || (cur != nil && cur.fence != s.st.FencingToken) {
-				if cur != nil {
-					spans = append(spans, *cur)
-					cur = nil
-				}
-			}
-			if s.code == http.StatusOK {
-				if cur == nil {
-					cur = &span{id: id, fence: s.st.FencingToken, first: s.st.ObservedAt}
-				}
-				cur.last = s.st.ObservedAt
-				cur.n++
-			}
-		}
-		if cur != nil {
-			spans = append(spans, *cur)
-		}
-	}
-	sort.Slice(spans, func(i, j int) bool { return spans[i].first.Before(spans[j].first) })
-	var overlaps []string
-	for i := range spans {
-		for j := i + 1; j < len(spans) && !spans[j].first.After(spans[i].last); j++ {
-			if spans[j].id != spans[i].id {
-				overlaps = append(overlaps, fmt.Sprintf("%s (fence %d, %s..%s) and %s (fence %d, %s..%s)",
-					spans[i].id, spans[i].fence, clock(spans[i].first), clock(spans[i].last),
-					spans[j].id, spans[j].fence, clock(spans[j].first), clock(spans[j].last)))
-			}
-		}
-	}
-	var terms []string
-	for _, s := range spans {
-		terms = append(terms, fmt.Sprintf("%s fence %d %s..%s (%d answers)", s.id, s.fence, clock(s.first), clock(s.last), s.n))
-	}
-	t.Logf("%d answers (%d of them 200) in %d terms:\n  %s", total, ok, len(spans), strings.Join(terms, "\n  "))
-	if len(overlaps) > 0 {
-		t.Errorf("S1 broken at the endpoint: %d overlapping terms:\n  %s", len(overlaps), strings.Join(overlaps, "\n  "))
-	}
-}
-
-func clock(t time.Time) string { return t.Format("15:04:05.000") }
 
 // waitLabels waits until the pod leader has the label true and the others
 // false.

@@ -8,14 +8,18 @@
 //	STARTED <identity>              the manager started, before leader election
 //	LEADING <identity> <unix-nanos> this replica became the leader
 //
-// Logs go to stderr. -election=lease runs controller-runtime's own Lease
+// With -http-address it serves GET /leader as the agent does (200 while
+// election.Lock.Leading, else 503; JSON with observedAt), for the chaos
+// checker. Logs go to stderr. -election=lease runs controller-runtime's own Lease
 // election with the same durations, as the baseline.
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -90,6 +94,7 @@ func main() {
 		renewDeadline  time.Duration
 		retryPeriod    time.Duration
 		identity       string
+		httpAddr       string
 	)
 	hostname, _ := os.Hostname()
 	flag.StringVar(&electionKind, "election", "redis", "leader election: redis (a RedisLock) or lease (controller-runtime's Lease)")
@@ -102,6 +107,7 @@ func main() {
 	flag.DurationVar(&renewDeadline, "renew-deadline", 10*time.Second, "RenewDeadline (for -election=lease)")
 	flag.DurationVar(&retryPeriod, "retry-period", 2*time.Second, "RetryPeriod (for -election=lease)")
 	flag.StringVar(&identity, "identity", fmt.Sprintf("%s_%d", hostname, os.Getpid()), "this replica's identity in the election")
+	flag.StringVar(&httpAddr, "http-address", "", "serve GET /leader here (for -election=redis)")
 	opts := zap.Options{Development: true, DestWriter: os.Stderr}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -140,6 +146,9 @@ func main() {
 		}
 		closeElection = e.Close // after mgr.Start returns
 		e.Apply(&mgrOpts)
+		if httpAddr != "" {
+			go serveLeader(httpAddr, identity, ns+"/"+name, e.Lock)
+		}
 	case "lease":
 		// controller-runtime's own Lease election; its Lease holder is
 		// hostname_<uuid>, not -identity (only the LEADING line uses that).
@@ -190,6 +199,28 @@ func main() {
 	closeElection()
 	if err != nil {
 		setupLog.Error(err, "problem running manager")
+		os.Exit(1)
+	}
+}
+
+// serveLeader answers GET /leader from lock.Leading: the sample's view of
+// its own leadership, in the agent's JSON shape.
+func serveLeader(addr, identity, lockName string, lock *election.Lock) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /leader", func(w http.ResponseWriter, _ *http.Request) {
+		fence, at, ok := lock.Leading()
+		body := map[string]any{"leading": ok, "identity": identity, "lock": lockName, "observedAt": at}
+		code := http.StatusServiceUnavailable
+		if ok {
+			body["holder"], body["fencingToken"], code = identity, fence, http.StatusOK
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		_ = json.NewEncoder(w).Encode(body)
+	})
+	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	if err := srv.ListenAndServe(); err != nil {
+		setupLog.Error(err, "serve /leader")
 		os.Exit(1)
 	}
 }

@@ -1,0 +1,714 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redislock/redislock/internal/redisproc"
+	"github.com/redislock/redislock/internal/redistest"
+)
+
+// chaosTiming is the chaos lock's timing: short, so many faults fit.
+var chaosTiming = durations{lease: 2 * time.Second, renew: 1500 * time.Millisecond, retry: 300 * time.Millisecond}
+
+// TestChaos attacks one lock and its five candidates (three agents, two
+// replicas of the sample operator with the plugin) with random faults for
+// CHAOS_DURATION per Redis deployment (default 40s; longer runs: `make
+// chaos`), against a single Redis, Redlock on five nodes, and Sentinel
+// (one master, two replicas, three Sentinels). A checker outside the
+// candidates samples every candidate's belief every 5ms and rebuilds their
+// terms; it must find no overlap (S1), no fencing token that is not above
+// every earlier one (S3), and a leader back within a bound after each
+// fault (L1). CHAOS_SEED replays a run.
+func TestChaos(t *testing.T) {
+	window := 40 * time.Second
+	if v := os.Getenv("CHAOS_DURATION"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatalf("CHAOS_DURATION=%q: %v", v, err)
+		}
+		window = d
+	}
+	seed := uint64(time.Now().UnixNano())
+	if v := os.Getenv("CHAOS_SEED"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("CHAOS_SEED=%q: %v", v, err)
+		}
+		seed = n
+	}
+	t.Logf("CHAOS_SEED=%d CHAOS_DURATION=%v", seed, window)
+	bins := chaosBinaries{redislock: goBuild(t, "."), operator: goBuild(t, "./test/e2e/sampleoperator")}
+	var rows []string
+	for i, deployment := range []func(*testing.T, *chaosRun) chaosBackend{singleBackend, redlockBackend, sentinelBackend} {
+		rng := rand.New(rand.NewPCG(seed, uint64(i)))
+		var row string
+		name := []string{"single", "redlock5", "sentinel"}[i]
+		t.Run(name, func(t *testing.T) { row = runChaos(t, name, deployment, bins, window, rng) })
+		rows = append(rows, row)
+	}
+	t.Logf("chaos summary (ttl %v):\n%-9s %6s %8s %6s %12s %15s  %s\n%s", chaosTiming.lease,
+		"backend", "faults", "answers", "terms", "S1 overlaps", "S3 regressions", "L1: longest time with no leader after a fault, by kind",
+		strings.Join(rows, "\n"))
+}
+
+type chaosBinaries struct{ redislock, operator string }
+
+// chaosBackend is one Redis deployment under attack.
+type chaosBackend struct {
+	// spec is the RedisLock's spec.redis, as YAML.
+	spec string
+	// faults are the faults this deployment can suffer besides those of
+	// every run (kill, stop, and, with proxies, cut and delay).
+	faults map[string]func(rng *rand.Rand) string
+	// proxies carry every candidate's traffic to Redis, when they can.
+	proxies []*chaosProxy
+}
+
+// chaosRun is one backend's run: its candidates and what happened.
+type chaosRun struct {
+	t        *testing.T
+	bins     chaosBinaries
+	ns       string
+	dir      string
+	mu       sync.Mutex
+	procs    map[string]*chaosCandidate
+	journal  []journalEntry
+	stopping bool
+}
+
+// chaosCandidate is one candidate process.
+type chaosCandidate struct {
+	id, kind, addr string
+	cmd            *exec.Cmd
+	exited         chan struct{}
+}
+
+// journalEntry is a candidate's own record that it began to lead.
+type journalEntry struct {
+	id    string
+	at    time.Time
+	fence int64 // 0 when the record does not say
+}
+
+// chaosFault is one fault the run injected.
+type chaosFault struct {
+	kind, target string
+	at, end      time.Time
+}
+
+func runChaos(t *testing.T, name string, deployment func(*testing.T, *chaosRun) chaosBackend, bins chaosBinaries, window time.Duration, rng *rand.Rand) string {
+	r := &chaosRun{t: t, bins: bins, ns: newNamespace(t), dir: t.TempDir(), procs: map[string]*chaosCandidate{}}
+	b := deployment(t, r)
+	manifest := fmt.Sprintf("apiVersion: redislock.io/v1alpha1\nkind: RedisLock\nmetadata:\n  name: chaos\nspec:\n  ttl: %s\n  renewDeadline: %s\n  renewInterval: %s\n  redis:\n%s",
+		chaosTiming.lease, chaosTiming.renew, chaosTiming.retry, b.spec)
+	if out, err := kubectlIn(t, manifest, "apply", "-n", r.ns, "-f", "-"); err != nil {
+		t.Fatalf("apply RedisLock: %v\n%s", err, out)
+	}
+	for i := range 3 {
+		r.start(fmt.Sprintf("agent-%d", i), "agent", freeAddr(t))
+	}
+	for i := range 2 {
+		r.start(fmt.Sprintf("plugin-%d", i), "plugin", freeAddr(t))
+	}
+	t.Cleanup(r.stopAll)
+	for _, p := range b.proxies {
+		p.owner = r.owner
+	}
+	p := startPoller(r)
+	t.Cleanup(p.stop)
+	ttl := chaosTiming.lease
+	waitChaosLeader(t, p, 3*ttl+10*time.Second)
+
+	faults := map[string]func(rng *rand.Rand) string{
+		"kill": r.killAndRestart,
+		"stop": r.stopPastTTL,
+	}
+	if len(b.proxies) > 0 {
+		faults["cut"] = func(rng *rand.Rand) string { return r.netFault(rng, b.proxies, "cut") }
+		faults["delay"] = func(rng *rand.Rand) string { return r.netFault(rng, b.proxies, "delay") }
+	}
+	for k, f := range b.faults {
+		faults[k] = f
+	}
+	kinds := make([]string, 0, len(faults))
+	for k := range faults {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+
+	var done []chaosFault
+	end := time.Now().Add(window)
+	// Every kind once, in random order, then again, and so on: a short
+	// run still sees each fault.
+	var order []string
+	for time.Now().Before(end) {
+		if len(order) == 0 {
+			for _, i := range rng.Perm(len(kinds)) {
+				order = append(order, kinds[i])
+			}
+		}
+		kind := order[0]
+		order = order[1:]
+		f := chaosFault{kind: kind, at: time.Now()}
+		f.target = faults[kind](rng)
+		f.end = time.Now()
+		done = append(done, f)
+		t.Logf("%s fault %s on %s (%v)", clock(f.at), kind, f.target, f.end.Sub(f.at).Round(time.Millisecond))
+		// Let the fault play out before the next: a leader, then a ttl
+		// more (a leader cut off may still answer 200 until its deadline),
+		// then a leader again. Its L1 is measured up to the next fault.
+		waitChaosLeader(t, p, 3*ttl+15*time.Second)
+		pause(ttl)
+		waitChaosLeader(t, p, 3*ttl+15*time.Second)
+	}
+	settle := time.Now()
+	waitUntil(t, 10*time.Second, "the last fault's aftermath to be sampled", func() bool { return time.Since(settle) > time.Second })
+	p.stop()
+	r.stopAll()
+
+	spans, total, _, bad := p.terms()
+	for _, s := range bad {
+		t.Error(s)
+	}
+	over, regr := overlaps(spans), regressions(spans)
+	if len(over) > 0 {
+		t.Errorf("S1: %d overlapping terms:\n  %s", len(over), strings.Join(over, "\n  "))
+	}
+	if len(regr) > 0 {
+		t.Errorf("S3: %d fencing regressions:\n  %s", len(regr), strings.Join(regr, "\n  "))
+	}
+	r.checkJournal(spans)
+	worst := map[string]time.Duration{}
+	for i, f := range done {
+		next := settle
+		if i+1 < len(done) {
+			next = done[i+1].at
+		}
+		gap := maxGap(spans, f.at, next)
+		worst[f.kind] = max(worst[f.kind], gap)
+		if limit := chaosL1Bound(f.kind); gap > limit {
+			t.Errorf("L1: %s fault on %s at %s: no leader for %v, more than %v", f.kind, f.target, clock(f.at), gap.Round(time.Millisecond), limit)
+		}
+	}
+	var l1 []string
+	for _, k := range kinds {
+		if g, ok := worst[k]; ok {
+			l1 = append(l1, fmt.Sprintf("%s %v", k, g.Round(10*time.Millisecond)))
+		}
+	}
+	return fmt.Sprintf("%-9s %6d %8d %6d %12d %15d  %s", name, len(done), total, len(spans), len(over), len(regr), strings.Join(l1, ", "))
+}
+
+// chaosL1Bound is the longest time with no leader a fault of kind may
+// cause with the chaos timing (ttl 2s). A lost leader's key expires a ttl
+// after its last renewal; a restarted node grants nothing for a ttl (plus a
+// second of uptime rounding); a Sentinel failover also waits for the
+// replicas to follow the new master.
+func chaosL1Bound(kind string) time.Duration {
+	ttl := chaosTiming.lease
+	switch kind {
+	case "restart", "minority":
+		return 2*ttl + 3*time.Second
+	case "failover":
+		return 15 * time.Second
+	}
+	return ttl + 2*time.Second
+}
+
+// waitChaosLeader waits until exactly one candidate answers 200.
+func waitChaosLeader(t *testing.T, p *poller, within time.Duration) {
+	t.Helper()
+	waitUntil(t, within, "one leader", func() bool { return len(p.leaders()) == 1 })
+}
+
+// start starts candidate id of kind agent or plugin, answering /leader
+// on addr.
+func (r *chaosRun) start(id, kind, addr string) {
+	r.t.Helper()
+	c := &chaosCandidate{id: id, kind: kind, addr: addr, exited: make(chan struct{})}
+	switch kind {
+	case "agent":
+		c.cmd = exec.Command(r.bins.redislock, "agent", "-lock=chaos", "-http-address="+addr, "-zap-time-encoding=rfc3339nano")
+		c.cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfigPath, "POD_NAME="+id, "POD_NAMESPACE="+r.ns)
+	default:
+		c.cmd = exec.Command(r.bins.operator, "-election=redis", "-redislock="+r.ns+"/chaos", "-identity="+id, "-http-address="+addr)
+		c.cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfigPath)
+	}
+	logFile, err := os.OpenFile(filepath.Join(r.dir, id+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	// The journal is on stdout for the plugin (LEADING lines), in the
+	// logs on stderr for the agent; both also go to the log file.
+	var journal io.ReadCloser
+	if kind == "agent" {
+		c.cmd.Stdout = logFile
+		journal, err = c.cmd.StderrPipe()
+	} else {
+		c.cmd.Stderr = logFile
+		journal, err = c.cmd.StdoutPipe()
+	}
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := c.cmd.Start(); err != nil {
+		r.t.Fatal(err)
+	}
+	go func() {
+		r.readJournal(id, kind, io.TeeReader(journal, logFile))
+		_ = c.cmd.Wait()
+		_ = logFile.Close()
+		close(c.exited)
+		// Like a container with restartPolicy Always: a candidate that
+		// exits (the plugin does when it loses leadership) or is killed
+		// comes back a second later, until the run stops.
+		time.AfterFunc(time.Second, func() {
+			r.mu.Lock()
+			stopping := r.stopping
+			r.mu.Unlock()
+			if !stopping {
+				r.start(id, kind, addr)
+			}
+		})
+	}()
+	r.mu.Lock()
+	r.procs[id] = c
+	r.mu.Unlock()
+}
+
+// readJournal keeps the candidate's own records of leading: the plugin's
+// LEADING lines, the agent's "started leading" logs (with their fence).
+func (r *chaosRun) readJournal(id, kind string, out io.Reader) {
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		line := sc.Text()
+		var e journalEntry
+		switch kind {
+		case "plugin":
+			f := strings.Fields(line)
+			if len(f) != 3 || f[0] != "LEADING" {
+				continue
+			}
+			nanos, err := strconv.ParseInt(f[2], 10, 64)
+			if err != nil {
+				continue
+			}
+			e = journalEntry{id: id, at: time.Unix(0, nanos)}
+		default:
+			var l struct {
+				Ts    string `json:"ts"`
+				Msg   string `json:"msg"`
+				Fence int64  `json:"fence"`
+			}
+			if json.Unmarshal([]byte(line), &l) != nil || l.Msg != "started leading" {
+				continue
+			}
+			at, err := time.Parse(time.RFC3339Nano, l.Ts)
+			if err != nil {
+				continue
+			}
+			e = journalEntry{id: id, at: at, fence: l.Fence}
+		}
+		r.mu.Lock()
+		r.journal = append(r.journal, e)
+		r.mu.Unlock()
+	}
+}
+
+// checkJournal checks the sampled terms against the candidates' own
+// records: each term's candidate recorded that it began to lead before the
+// term was first sampled (with the same fencing token where it says), and
+// the recorded tokens rise in the order of the records.
+func (r *chaosRun) checkJournal(spans []span) {
+	r.mu.Lock()
+	journal := append([]journalEntry(nil), r.journal...)
+	r.mu.Unlock()
+	sort.Slice(journal, func(i, j int) bool { return journal[i].at.Before(journal[j].at) })
+	for _, s := range spans {
+		found := false
+		for _, e := range journal {
+			if e.id == s.id && !e.at.After(s.first) && (e.fence == 0 || e.fence == s.fence) {
+				found = true
+			}
+		}
+		if !found {
+			r.t.Errorf("journal: %s answered 200 with fence %d from %s, but never recorded that it began to lead", s.id, s.fence, clock(s.first))
+		}
+	}
+	var top int64
+	for _, e := range journal {
+		if e.fence == 0 {
+			continue
+		}
+		if e.fence <= top {
+			r.t.Errorf("journal: %s began to lead at %s with fence %d, not above %d", e.id, clock(e.at), e.fence, top)
+		}
+		top = max(top, e.fence)
+	}
+	r.t.Logf("journal: %d records of beginning to lead", len(journal))
+}
+
+func (r *chaosRun) addrs() map[string]string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := map[string]string{}
+	for id, c := range r.procs {
+		m[id] = c.addr
+	}
+	return m
+}
+
+func (r *chaosRun) candidate(id string) *chaosCandidate {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.procs[id]
+}
+
+// pick chooses a target: the leader half of the time, else anyone.
+func (r *chaosRun) pick(rng *rand.Rand) *chaosCandidate {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ids := make([]string, 0, len(r.procs))
+	for id := range r.procs {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	if rng.IntN(2) == 0 {
+		for _, id := range ids {
+			if leading(r.procs[id].addr) {
+				return r.procs[id]
+			}
+		}
+	}
+	return r.procs[ids[rng.IntN(len(ids))]]
+}
+
+// leading asks a candidate's /leader once.
+func leading(addr string) bool {
+	c := &http.Client{Timeout: 200 * time.Millisecond}
+	resp, err := c.Get("http://" + addr + "/leader")
+	if err != nil {
+		return false
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// killAndRestart kills a candidate with SIGKILL; it restarts a second
+// later, as its container would.
+func (r *chaosRun) killAndRestart(rng *rand.Rand) string {
+	c := r.pick(rng)
+	_ = c.cmd.Process.Kill()
+	<-c.exited
+	pause(time.Second)
+	return c.id
+}
+
+// stopPastTTL stops a candidate with SIGSTOP for longer than the ttl.
+func (r *chaosRun) stopPastTTL(rng *rand.Rand) string {
+	c := r.pick(rng)
+	_ = c.cmd.Process.Signal(syscall.SIGSTOP)
+	pause(chaosTiming.lease + time.Second)
+	_ = c.cmd.Process.Signal(syscall.SIGCONT)
+	return c.id
+}
+
+// netFault cuts a candidate off from Redis (for longer than the ttl) or
+// delays its traffic (80ms each way, for 3s), at every proxy.
+func (r *chaosRun) netFault(rng *rand.Rand, proxies []*chaosProxy, kind string) string {
+	c := r.pick(rng)
+	for _, p := range proxies {
+		p.set(c.id, kind)
+	}
+	if kind == "cut" {
+		pause(chaosTiming.lease + time.Second)
+	} else {
+		pause(3 * time.Second)
+	}
+	for _, p := range proxies {
+		p.set(c.id, "")
+	}
+	return c.id
+}
+
+func (r *chaosRun) stopAll() {
+	r.mu.Lock()
+	r.stopping = true
+	procs := make([]*chaosCandidate, 0, len(r.procs))
+	for _, c := range r.procs {
+		procs = append(procs, c)
+	}
+	r.mu.Unlock()
+	for _, c := range procs {
+		_ = c.cmd.Process.Signal(syscall.SIGCONT)
+		_ = c.cmd.Process.Kill()
+		<-c.exited
+	}
+	if r.t.Failed() {
+		for _, c := range procs {
+			b, _ := os.ReadFile(filepath.Join(r.dir, c.id+".log"))
+			r.t.Logf("%s log (last 2KiB):\n%s", c.id, tail(b, 2048))
+		}
+	}
+}
+
+// owner names the candidate whose process has the socket bound to the
+// local port of addr (a connection's remote end, seen from the proxy).
+func (r *chaosRun) owner(addr net.Addr) string {
+	tcp, ok := addr.(*net.TCPAddr)
+	if !ok {
+		return ""
+	}
+	inode := socketInode(tcp.Port)
+	if inode == "" {
+		return ""
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for id, c := range r.procs {
+		fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", c.cmd.Process.Pid))
+		for _, fd := range fds {
+			link, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", c.cmd.Process.Pid, fd.Name()))
+			if link == "socket:["+inode+"]" {
+				return id
+			}
+		}
+	}
+	return ""
+}
+
+// socketInode finds, in /proc/net/tcp, the inode of the socket whose local
+// port is port.
+func socketInode(port int) string {
+	f, err := os.Open("/proc/net/tcp")
+	if err != nil {
+		return ""
+	}
+	defer func() { _ = f.Close() }()
+	want := fmt.Sprintf(":%04X", port)
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) > 9 && strings.HasSuffix(fields[1], want) {
+			return fields[9]
+		}
+	}
+	return ""
+}
+
+// chaosProxy forwards TCP to one Redis node, and can cut or delay the
+// connections of one candidate (it asks the kernel which process holds the
+// other end).
+type chaosProxy struct {
+	ln     net.Listener
+	target string
+	owner  func(net.Addr) string
+
+	mu    sync.Mutex
+	fault map[string]string     // candidate -> "cut" or "delay"
+	conns map[string][]net.Conn // candidate -> its open connections
+}
+
+func startProxy(t *testing.T, target string) *chaosProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &chaosProxy{ln: ln, target: target, fault: map[string]string{}, conns: map[string][]net.Conn{}}
+	t.Cleanup(func() { _ = ln.Close() })
+	go p.serve()
+	return p
+}
+
+func (p *chaosProxy) addr() string { return p.ln.Addr().String() }
+
+func (p *chaosProxy) serve() {
+	for {
+		in, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		go p.forward(in)
+	}
+}
+
+func (p *chaosProxy) forward(in net.Conn) {
+	id := ""
+	if p.owner != nil {
+		id = p.owner(in.RemoteAddr())
+	}
+	p.mu.Lock()
+	if p.fault[id] == "cut" {
+		p.mu.Unlock()
+		_ = in.Close()
+		return
+	}
+	p.conns[id] = append(p.conns[id], in)
+	p.mu.Unlock()
+	out, err := net.Dial("tcp", p.target)
+	if err != nil {
+		_ = in.Close()
+		return
+	}
+	go p.copy(id, out, in)
+	p.copy(id, in, out)
+}
+
+// copy forwards src to dst, late by the delay of id's fault, until either
+// closes.
+func (p *chaosProxy) copy(id string, dst, src net.Conn) {
+	defer func() { _ = dst.Close(); _ = src.Close() }()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			f := p.fault[id]
+			p.mu.Unlock()
+			if f == "delay" {
+				pause(80 * time.Millisecond)
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// set gives candidate id the fault ("" to heal it); a cut closes its open
+// connections.
+func (p *chaosProxy) set(id, fault string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.fault[id] = fault
+	if fault == "cut" {
+		for _, c := range p.conns[id] {
+			_ = c.Close()
+		}
+		p.conns[id] = nil
+	}
+}
+
+// pause waits d: the length of a fault, not a wait for a condition.
+func pause(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	<-t.C
+}
+
+// singleBackend is one redis-server behind a proxy; it can also be
+// restarted without persistence.
+func singleBackend(t *testing.T, r *chaosRun) chaosBackend {
+	s := redistest.Start(t, redisproc.Options{})
+	p := startProxy(t, s.Addr)
+	return chaosBackend{
+		spec:    fmt.Sprintf("    addrs: [%q]\n", p.addr()),
+		proxies: []*chaosProxy{p},
+		faults: map[string]func(*rand.Rand) string{
+			"restart": func(*rand.Rand) string { restartRedis(t, s); return s.Addr },
+		},
+	}
+}
+
+// redlockBackend is five independent redis-servers behind proxies; one
+// can be restarted, or a minority killed and brought back empty.
+func redlockBackend(t *testing.T, r *chaosRun) chaosBackend {
+	servers := redistest.StartN(t, 5)
+	var proxies []*chaosProxy
+	var addrs []string
+	for _, s := range servers {
+		p := startProxy(t, s.Addr)
+		proxies = append(proxies, p)
+		addrs = append(addrs, fmt.Sprintf("%q", p.addr()))
+	}
+	return chaosBackend{
+		spec:    fmt.Sprintf("    mode: Redlock\n    addrs: [%s]\n", strings.Join(addrs, ", ")),
+		proxies: proxies,
+		faults: map[string]func(*rand.Rand) string{
+			"restart": func(rng *rand.Rand) string {
+				s := servers[rng.IntN(len(servers))]
+				restartRedis(t, s)
+				return s.Addr
+			},
+			"minority": func(rng *rand.Rand) string {
+				victims := rng.Perm(len(servers))[:2]
+				var names []string
+				for _, i := range victims {
+					servers[i].Kill()
+					names = append(names, servers[i].Addr)
+				}
+				pause(3 * time.Second)
+				for _, i := range victims {
+					restartRedis(t, servers[i])
+				}
+				return strings.Join(names, "+")
+			},
+		},
+	}
+}
+
+// sentinelBackend is a master, two replicas and three Sentinels; a
+// failover can be forced.
+func sentinelBackend(t *testing.T, r *chaosRun) chaosBackend {
+	g := redistest.StartSentinelGroup(t, 2, 3)
+	var addrs []string
+	for _, a := range g.SentinelAddrs() {
+		addrs = append(addrs, fmt.Sprintf("%q", a))
+	}
+	return chaosBackend{
+		spec: fmt.Sprintf("    mode: Sentinel\n    masterName: %s\n    addrs: [%s]\n", g.MasterName, strings.Join(addrs, ", ")),
+		faults: map[string]func(*rand.Rand) string{
+			"failover": func(*rand.Rand) string {
+				ctx := context.Background()
+				old, _ := g.MasterAddr(ctx)
+				sc := redis.NewSentinelClient(&redis.Options{Addr: g.Sentinels[0].Addr})
+				defer func() { _ = sc.Close() }()
+				// A failover still reconfiguring the replicas answers
+				// INPROG; try again until it is over.
+				var err error
+				waitUntil(t, 30*time.Second, "SENTINEL FAILOVER to be accepted", func() bool {
+					err = sc.Failover(ctx, g.MasterName).Err()
+					return err == nil || !strings.Contains(err.Error(), "INPROG")
+				})
+				if err != nil {
+					t.Errorf("SENTINEL FAILOVER: %v", err)
+					return old
+				}
+				waitUntil(t, 30*time.Second, "the Sentinels to name a new master", func() bool {
+					now, _ := g.MasterAddr(ctx)
+					return now != "" && now != old
+				})
+				return old
+			},
+		},
+	}
+}
+
+func restartRedis(t *testing.T, s *redisproc.Server) {
+	if err := s.Restart(); err != nil {
+		t.Errorf("restart %s: %v", s.Addr, err)
+	}
+}
