@@ -378,12 +378,6 @@ func (r *chaosRun) addrs() map[string]string {
 	return m
 }
 
-func (r *chaosRun) candidate(id string) *chaosCandidate {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.procs[id]
-}
-
 // pick chooses a target: the leader half of the time, else anyone.
 func (r *chaosRun) pick(rng *rand.Rand) *chaosCandidate {
 	r.mu.Lock()
