@@ -326,8 +326,9 @@ func (w *lockWatch) shownAt(nn types.NamespacedName) time.Time {
 }
 
 // timeLag acquires lagSamples of locks, evenly spread, one every
-// lagEvery, with a lock client of its own on s, and returns for each the
-// time from the start of Obtain until w saw lagProbe as its holder.
+// lagEvery, with a lock client of its own on s, and returns for each, in
+// that order, the time from the start of Obtain until w saw lagProbe as
+// its holder.
 func timeLag(t *testing.T, w *lockWatch, s *redisproc.Server, locks []*v1alpha1.RedisLock) []time.Duration {
 	t.Helper()
 	lc, err := redislock.New(redistest.Clients(t, s), &redislock.Options{AssumeDurable: true, Identity: lagProbe})
@@ -335,27 +336,28 @@ func timeLag(t *testing.T, w *lockWatch, s *redisproc.Server, locks []*v1alpha1.
 		t.Fatal(err)
 	}
 	samples := min(lagSamples, len(locks))
-	started := make(map[types.NamespacedName]time.Time, samples)
+	keys := make([]types.NamespacedName, samples)
+	started := make([]time.Time, samples)
 	tick := time.NewTicker(lagEvery)
 	defer tick.Stop()
 	for i := range samples {
 		rl := locks[i*len(locks)/samples]
-		nn := client.ObjectKeyFromObject(rl)
-		w.await(nn)
-		started[nn] = time.Now()
+		keys[i] = client.ObjectKeyFromObject(rl)
+		w.await(keys[i])
+		started[i] = time.Now()
 		// Held well past the end of the test, so no expiry changes the
 		// holder meanwhile.
 		if _, err := lc.Obtain(context.Background(), rl.Namespace+"/"+rl.Name, 10*time.Minute); err != nil {
-			t.Fatalf("obtain %s: %v", nn, err)
+			t.Fatalf("obtain %s: %v", keys[i], err)
 		}
 		<-tick.C
 	}
 	waitUntil(t, time.Minute, fmt.Sprintf("%s as the holder of %d RedisLocks in a watch", lagProbe, samples), func() bool {
 		return w.shownCount() == samples
 	})
-	lags := make([]time.Duration, 0, samples)
-	for nn, at := range started {
-		lags = append(lags, w.shownAt(nn).Sub(at))
+	lags := make([]time.Duration, samples)
+	for i, nn := range keys {
+		lags[i] = w.shownAt(nn).Sub(started[i])
 	}
 	return lags
 }
