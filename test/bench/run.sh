@@ -26,6 +26,7 @@ export FAILOVER_DURATIONS=${FAILOVER_DURATIONS:-4s,3s,1s}
 export FAILOVER_IDLE_WINDOW=${FAILOVER_IDLE_WINDOW:-60s}
 command="make bench (COUNT=$count BENCHTIME=$benchtime CONTROLLER_BENCH_LOCKS=$CONTROLLER_BENCH_LOCKS FAILOVER_TRIALS=$FAILOVER_TRIALS FAILOVER_DURATIONS=$FAILOVER_DURATIONS FAILOVER_IDLE_WINDOW=$FAILOVER_IDLE_WINDOW)"
 started=$(date +%s)
+source=$(git -C "$root" describe --always --dirty)
 
 mkdir -p "$out"
 # A part that does not finish must not be reported from an earlier run.
@@ -37,5 +38,5 @@ e2e=0
 (cd "$root" && CONTROLLER_BENCH_JSON="$out/controller.json" FAILOVER_JSON="$out/failover.json" \
 	go test -count=1 -timeout 60m -run '^(TestControllerBenchmark|TestFailoverBenchmark)$' -v ./test/e2e/) || e2e=$?
 
-go run ./cmd/benchreport -dir "$out" -command "$command" -elapsed "$(($(date +%s) - started))s"
+go run ./cmd/benchreport -dir "$out" -command "$command" -source "$source" -elapsed "$(($(date +%s) - started))s"
 exit "$e2e"

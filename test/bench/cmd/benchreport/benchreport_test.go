@@ -88,7 +88,7 @@ func TestReportHasEverySectionAndPlot(t *testing.T) {
 	write("controller.json", controllerScale{Locks: 1000, Namespaces: 10, Resync: "30s", AllReadySeconds: 12.5,
 		IdleRSSBytes: 30 << 20, IdleHeapInuseBytes: 5 << 20, RSSBytes: 80 << 20, PeakRSSBytes: 90 << 20, HeapInuseBytes: 30 << 20, AcquireEvery: "50ms", LagSeconds: []float64{0.01, 0.02, 0.2}})
 
-	if err := run(io.Discard, dir, "make bench", 12*time.Minute); err != nil {
+	if err := run(io.Discard, dir, report{command: "make bench", source: "abc1234-dirty", elapsed: 12 * time.Minute}); err != nil {
 		t.Fatal(err)
 	}
 	md, err := os.ReadFile(filepath.Join(dir, "REPORT.md"))
@@ -102,6 +102,7 @@ func TestReportHasEverySectionAndPlot(t *testing.T) {
 		"| Lease | 6.2s | 7.3s | 7.3s | 1.2s | 2.1s | 2.1s | 60.0 |",
 		"| 1000 | 12.5s | 30.0 MiB | 80.0 MiB | 90.0 MiB | 5.0 MiB | 30.0 MiB | 20ms | 200ms | 200ms |",
 		"the run took 12m0s",
+		"| abc1234-dirty |",
 	} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("REPORT.md lacks %q:\n%s", want, md)
@@ -122,7 +123,7 @@ func TestReportSaysWhatWasNotRun(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "bench.txt"), []byte(benchOut), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := run(io.Discard, dir, "make bench", time.Minute); err != nil {
+	if err := run(io.Discard, dir, report{command: "make bench", elapsed: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
 	md, err := os.ReadFile(filepath.Join(dir, "REPORT.md"))

@@ -43,7 +43,7 @@ type controllerScale struct {
 	PeakRSSBytes       int64     `json:"peakRssBytes"`
 	HeapInuseBytes     int64     `json:"heapInuseBytes"`
 	AcquireEvery       string    `json:"acquireEvery"`
-	LagSeconds         []float64 `json:"lagSeconds"`
+	LagSeconds         []float64 `json:"lagSeconds"` // in the order acquired
 }
 
 // methodLabel names an election method for people.

@@ -2,25 +2,24 @@ package main
 
 import (
 	"bufio"
-	"fmt"
 	"os"
 	"os/exec"
 	"runtime"
 	"strings"
 )
 
-// machine describes where the benchmarks ran, and what code.
+// machine describes where the benchmarks ran.
 type machine struct {
-	cpu, kernel, goVersion, redis, source string
-	cores                                 int
+	cpu, kernel, goVersion, redis string
+	cores                         int
 }
 
 // readMachine reads the CPU model from /proc/cpuinfo, the kernel release,
-// the Go version this command was built with (the one `go run` used), the
-// version `redis-server --version` prints and the source (see source);
-// what cannot be read is "unknown".
+// the Go version this command was built with (the one `go run` used) and
+// the version `redis-server --version` prints; what cannot be read is
+// "unknown".
 func readMachine() machine {
-	m := machine{cpu: "unknown", kernel: "unknown", redis: "unknown", goVersion: runtime.Version(), cores: runtime.NumCPU(), source: source()}
+	m := machine{cpu: "unknown", kernel: "unknown", redis: "unknown", goVersion: runtime.Version(), cores: runtime.NumCPU()}
 	if f, err := os.Open("/proc/cpuinfo"); err == nil {
 		sc := bufio.NewScanner(f)
 		for sc.Scan() {
@@ -44,22 +43,4 @@ func readMachine() machine {
 		}
 	}
 	return m
-}
-
-// source is the commit the benchmarks ran on, and how many tracked files
-// differed from it (the report's own directory, docs/bench, aside).
-func source() string {
-	commit, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output()
-	if err != nil {
-		return "unknown"
-	}
-	s := strings.TrimSpace(string(commit))
-	out, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no", "--", ":/", ":(exclude,top)docs/bench").Output()
-	if err != nil {
-		return s
-	}
-	if n := strings.Count(string(out), "\n"); n > 0 {
-		s += fmt.Sprintf(" with uncommitted changes to %d files", n)
-	}
-	return s
 }

@@ -24,19 +24,21 @@ func main() {
 	dir := flag.String("dir", "", "directory of bench.txt and the JSON files, where REPORT.md and the plots go (required)")
 	command := flag.String("command", "make bench", "the command that ran the benchmarks, for the report")
 	elapsed := flag.Duration("elapsed", 0, "how long the run took, for the report")
+	source := flag.String("source", "unknown", "the code measured, as `git describe --always --dirty` names it when the run began, for the report")
 	flag.Parse()
 	if *dir == "" {
 		fmt.Fprintln(os.Stderr, "benchreport: -dir is required")
 		os.Exit(2)
 	}
-	if err := run(os.Stdout, *dir, *command, *elapsed); err != nil {
+	if err := run(os.Stdout, *dir, report{command: *command, source: *source, elapsed: *elapsed}); err != nil {
 		fmt.Fprintln(os.Stderr, "benchreport:", err)
 		os.Exit(1)
 	}
 }
 
-// run prints the lock tables to stdout and writes the report into dir.
-func run(stdout io.Writer, dir, command string, elapsed time.Duration) error {
+// run prints the lock tables to stdout and writes the report into dir,
+// with what rp says about the run.
+func run(stdout io.Writer, dir string, rp report) error {
 	in, err := os.Open(filepath.Join(dir, "bench.txt"))
 	if err != nil {
 		return err
@@ -52,7 +54,7 @@ func run(stdout io.Writer, dir, command string, elapsed time.Duration) error {
 	fmt.Fprintln(stdout)
 	writeChecks(stdout, r)
 
-	rp := report{bench: r, machine: readMachine(), command: command, elapsed: elapsed, date: time.Now()}
+	rp.bench, rp.machine, rp.date = r, readMachine(), time.Now()
 	var f failover
 	if ok, err := loadJSON(filepath.Join(dir, "failover.json"), &f); err != nil {
 		return err

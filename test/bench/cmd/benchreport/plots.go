@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"time"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -198,12 +199,13 @@ func plotAPIWrites(path string, f failover) error {
 	return savePNG(path, p)
 }
 
-// plotLag draws the distribution of the controller's status lag.
+// plotLag draws the distribution of the controller's status lag, and the
+// lag of each sample against when it was acquired, where a stall shows.
 func plotLag(path string, c controllerScale) error {
-	p := plot.New()
-	p.Title.Text = fmt.Sprintf("Status lag, %d of %d RedisLocks", len(c.LagSeconds), c.Locks)
-	p.X.Label.Text = "ms from Obtain to .status.holderIdentity in a watch"
-	p.Y.Label.Text = "locks"
+	hist := plot.New()
+	hist.Title.Text = fmt.Sprintf("Status lag, %d of %d RedisLocks", len(c.LagSeconds), c.Locks)
+	hist.X.Label.Text = "ms from Obtain to .status.holderIdentity in a watch"
+	hist.Y.Label.Text = "locks"
 	ms := make(plotter.Values, len(c.LagSeconds))
 	for i, v := range c.LagSeconds {
 		ms[i] = v * 1e3
@@ -213,6 +215,27 @@ func plotLag(path string, c controllerScale) error {
 		return err
 	}
 	h.FillColor = plotutil.Color(0)
-	p.Add(h)
-	return savePNG(path, p)
+	hist.Add(h)
+
+	every, err := time.ParseDuration(c.AcquireEvery)
+	if err != nil {
+		return fmt.Errorf("acquireEvery %q: %w", c.AcquireEvery, err)
+	}
+	over := plot.New()
+	over.Title.Text = "Status lag over the samples"
+	over.X.Label.Text = "s since the first sample was acquired"
+	over.Y.Label.Text = "ms"
+	xys := make(plotter.XYs, len(ms))
+	for i, v := range ms {
+		xys[i] = plotter.XY{X: (time.Duration(i) * every).Seconds(), Y: v}
+	}
+	sc, err := plotter.NewScatter(xys)
+	if err != nil {
+		return err
+	}
+	sc.GlyphStyle.Radius = vg.Points(1.5)
+	sc.GlyphStyle.Color = plotutil.Color(0)
+	over.Add(sc)
+	over.Y.Min = 0
+	return savePNG(path, hist, over)
 }

@@ -15,6 +15,7 @@ type report struct {
 	failover   *failover
 	controller *controllerScale
 	machine    machine
+	source     string
 	command    string
 	elapsed    time.Duration
 	date       time.Time
@@ -67,9 +68,9 @@ func (rp report) markdown(w io.Writer, plots map[string]plotFile) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "The numbers are from this one machine; they move with it, so compare ratios within a run.")
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| CPU | cores | kernel | Go | Redis | source |")
+	fmt.Fprintln(w, "| CPU | cores | kernel | Go | Redis | commit (`git describe --dirty`) |")
 	fmt.Fprintln(w, "|---|---:|---|---|---|---|")
-	fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %s |\n", m.cpu, m.cores, m.kernel, m.goVersion, m.redis, m.source)
+	fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %s |\n", m.cpu, m.cores, m.kernel, m.goVersion, m.redis, rp.source)
 
 	fmt.Fprintln(w, "\n## Lock throughput: one redis-server")
 	fmt.Fprintln(w)
