@@ -336,28 +336,37 @@ func (r *chaosRun) readJournal(id, kind string, out io.Reader) {
 }
 
 // checkJournal checks the sampled terms against the candidates' own
-// records: each term's candidate recorded that it began to lead before the
-// term was first sampled (with the same fencing token where it says), and
-// the recorded tokens rise in the order of the records.
+// records. Each agent term must match the agent's "started leading" record
+// with the same fencing token, logged within 100ms of the term's first
+// sample (the record is written just after the term begins), and the
+// recorded tokens rise in the order of the records. The plugin's LEADING
+// line comes from client-go's callback, which can lag the lock or never
+// come (a replica stopped right after it acquired), so plugin records are
+// only counted.
 func (r *chaosRun) checkJournal(spans []span) {
 	r.mu.Lock()
 	journal := append([]journalEntry(nil), r.journal...)
 	r.mu.Unlock()
 	sort.Slice(journal, func(i, j int) bool { return journal[i].at.Before(journal[j].at) })
 	for _, s := range spans {
+		if !strings.HasPrefix(s.id, "agent-") {
+			continue
+		}
 		found := false
 		for _, e := range journal {
-			if e.id == s.id && !e.at.After(s.first) && (e.fence == 0 || e.fence == s.fence) {
+			if e.id == s.id && e.fence == s.fence && e.at.Sub(s.first).Abs() <= 100*time.Millisecond {
 				found = true
 			}
 		}
 		if !found {
-			r.t.Errorf("journal: %s answered 200 with fence %d from %s, but never recorded that it began to lead", s.id, s.fence, clock(s.first))
+			r.t.Errorf("journal: %s answered 200 with fence %d from %s, and recorded no such start", s.id, s.fence, clock(s.first))
 		}
 	}
 	var top int64
+	plugin := 0
 	for _, e := range journal {
 		if e.fence == 0 {
+			plugin++
 			continue
 		}
 		if e.fence <= top {
@@ -365,7 +374,7 @@ func (r *chaosRun) checkJournal(spans []span) {
 		}
 		top = max(top, e.fence)
 	}
-	r.t.Logf("journal: %d records of beginning to lead", len(journal))
+	r.t.Logf("journal: %d agent and %d plugin records of beginning to lead", len(journal)-plugin, plugin)
 }
 
 func (r *chaosRun) addrs() map[string]string {
@@ -680,12 +689,13 @@ func sentinelBackend(t *testing.T, r *chaosRun) chaosBackend {
 				old, _ := g.MasterAddr(ctx)
 				sc := redis.NewSentinelClient(&redis.Options{Addr: g.Sentinels[0].Addr})
 				defer func() { _ = sc.Close() }()
-				// A failover still reconfiguring the replicas answers
-				// INPROG; try again until it is over.
+				// Right after a failover, Sentinel answers INPROG while it
+				// reconfigures the replicas, or NOGOODSLAVE until one is
+				// fit to promote; try again until it accepts.
 				var err error
 				waitUntil(t, 30*time.Second, "SENTINEL FAILOVER to be accepted", func() bool {
 					err = sc.Failover(ctx, g.MasterName).Err()
-					return err == nil || !strings.Contains(err.Error(), "INPROG")
+					return err == nil || !(strings.Contains(err.Error(), "INPROG") || strings.Contains(err.Error(), "NOGOODSLAVE"))
 				})
 				if err != nil {
 					t.Errorf("SENTINEL FAILOVER: %v", err)
