@@ -695,7 +695,8 @@ func sentinelBackend(t *testing.T, r *chaosRun) chaosBackend {
 				var err error
 				waitUntil(t, 30*time.Second, "SENTINEL FAILOVER to be accepted", func() bool {
 					err = sc.Failover(ctx, g.MasterName).Err()
-					return err == nil || !(strings.Contains(err.Error(), "INPROG") || strings.Contains(err.Error(), "NOGOODSLAVE"))
+					notReady := err != nil && (strings.Contains(err.Error(), "INPROG") || strings.Contains(err.Error(), "NOGOODSLAVE"))
+					return !notReady
 				})
 				if err != nil {
 					t.Errorf("SENTINEL FAILOVER: %v", err)
