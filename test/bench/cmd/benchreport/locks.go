@@ -2,10 +2,10 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 )
 
 // impls are the implementations of BenchmarkAcquireRelease in table order.
@@ -83,7 +83,7 @@ func (c check) value(r results) (float64, bool) {
 // writeThroughput writes the single-node table: each implementation's
 // ns/op, throughput and allocations, and redislock's throughput as a
 // multiple of each one's.
-func writeThroughput(w io.Writer, r results) {
+func writeThroughput(w *strings.Builder, r results) {
 	fmt.Fprintln(w, "| impl | serial ns/op | parallel ns/op | serial ops/s | parallel ops/s | serial allocs/op | parallel allocs/op | redislock ÷ impl throughput, serial | parallel |")
 	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, im := range impls {
@@ -98,7 +98,7 @@ func writeThroughput(w io.Writer, r results) {
 }
 
 // writeRedlock writes Redlock's ns/op against the number of nodes.
-func writeRedlock(w io.Writer, r results) {
+func writeRedlock(w *strings.Builder, r results) {
 	fmt.Fprintln(w, "| nodes | redislock serial µs/op | redsync serial µs/op | redislock parallel µs/op | redsync parallel µs/op | redislock ÷ redsync throughput, serial | parallel |")
 	fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|---:|")
 	for _, n := range r.redlockNodes() {
@@ -112,7 +112,7 @@ func writeRedlock(w io.Writer, r results) {
 }
 
 // writeChecks writes each target with its value and PASS, MISS or n/a.
-func writeChecks(w io.Writer, r results) {
+func writeChecks(w *strings.Builder, r results) {
 	fmt.Fprintln(w, "| check | value | target | result |")
 	fmt.Fprintln(w, "|---|---:|---:|---|")
 	for _, c := range checks {

@@ -17,6 +17,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -48,11 +49,15 @@ func run(stdout io.Writer, dir string, rp report) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", in.Name(), err)
 	}
-	writeThroughput(stdout, r)
-	fmt.Fprintln(stdout)
-	writeRedlock(stdout, r)
-	fmt.Fprintln(stdout)
-	writeChecks(stdout, r)
+	var tables strings.Builder
+	writeThroughput(&tables, r)
+	tables.WriteString("\n")
+	writeRedlock(&tables, r)
+	tables.WriteString("\n")
+	writeChecks(&tables, r)
+	if _, err := io.WriteString(stdout, tables.String()); err != nil {
+		return err
+	}
 
 	rp.bench, rp.machine, rp.date = r, readMachine(), time.Now()
 	var f failover
@@ -70,6 +75,6 @@ func run(stdout io.Writer, dir string, rp report) error {
 	if err := rp.write(dir); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "\nreport: %s\n", filepath.Join(dir, "REPORT.md"))
-	return nil
+	_, err = fmt.Fprintf(stdout, "\nreport: %s\n", filepath.Join(dir, "REPORT.md"))
+	return err
 }

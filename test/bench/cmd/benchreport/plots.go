@@ -47,11 +47,13 @@ func plotThroughput(path string, r results) error {
 	p.Title.Text = "Acquire+release throughput, one redis-server"
 	p.Y.Label.Text = "thousand ops/s"
 	w := vg.Points(14)
+	top := 0.0
 	for i, mode := range []string{"serial", "parallel"} {
 		vs := make(plotter.Values, len(impls))
 		for j, im := range impls {
 			v, _ := r.opsPerSec(single + im + "/" + mode)
 			vs[j] = v / 1e3
+			top = math.Max(top, vs[j])
 		}
 		bars, err := plotter.NewBarChart(vs, w)
 		if err != nil {
@@ -65,6 +67,7 @@ func plotThroughput(path string, r results) error {
 	}
 	p.Legend.Top = true
 	p.NominalX(impls...)
+	p.Y.Min, p.Y.Max = 0, 1.25*top // room for the legend
 	return savePNG(path, p)
 }
 

@@ -2,9 +2,9 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -45,16 +45,13 @@ func (rp report) write(dir string) error {
 			return fmt.Errorf("plot %s: %w", pf.name, err)
 		}
 	}
-	f, err := os.Create(filepath.Join(dir, "REPORT.md"))
-	if err != nil {
-		return err
-	}
-	rp.markdown(f, plots)
-	return f.Close()
+	var md strings.Builder
+	rp.markdown(&md, plots)
+	return os.WriteFile(filepath.Join(dir, "REPORT.md"), []byte(md.String()), 0o644)
 }
 
 // markdown writes the report, linking the plots by key.
-func (rp report) markdown(w io.Writer, plots map[string]plotFile) {
+func (rp report) markdown(w *strings.Builder, plots map[string]plotFile) {
 	img := func(key, alt string) {
 		if pf, ok := plots[key]; ok {
 			fmt.Fprintf(w, "\n![%s](%s)\n", alt, pf.name)
