@@ -28,7 +28,7 @@ test: redis tools fmt vet lint verify-generated
 	KUBEBUILDER_ASSETS=$$($(TOOLS) --print-assets) HELM=$$($(TOOLS) --print helm) THIRD_PARTY_CRDS=$$($(TOOLS) --print crds) $(GOTEST) ./...
 	cd test/bench && $(GO) vet ./...
 
-## bench: every benchmark, then docs/bench/REPORT.md with PNG plots (about 12 minutes on 2 cores): our lock against
+## bench: every benchmark, then docs/bench/REPORT.md with PNG plots (8 to 10 minutes on 2 cores): our lock against
 ## bsm/redislock, redsync, rueidislock and raw go-redis, Redlock over 1 to 7 nodes, the controller with 1000 RedisLocks,
 ## and failover, Redis plugin against Lease, 8 trials at 4s/3s/1s (knobs: test/bench/run.sh).
 bench: redis tools
