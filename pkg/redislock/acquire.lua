@@ -24,15 +24,18 @@ if redis.call('EXISTS', KEYS[1]) == 0 and ARGV[3] ~= '1' and redis.call('EXISTS'
 end
 --
 -- Fencing tokens: a node without the counter (its first grant of the lock,
--- or after it lost its data) starts it at the server's clock in
--- microseconds since the epoch, and each grant adds one. A node that lost
--- its counter thus restarts above every token it handed out before, as
--- long as its clock did not step back and it granted fewer than one lock
--- per microsecond (S3 across a restart without persistence).
+-- or after it lost its data) starts it at the server's clock in whole
+-- milliseconds since the epoch, times 1000, and each grant adds one. A node
+-- that lost its counter thus restarts above every token it handed out
+-- before, as long as its clock did not step back and it granted fewer than
+-- 1000 locks per millisecond (S3 across a restart without persistence; the
+-- restart guard puts at least a ttl between the two). Whole milliseconds
+-- make the nodes of one Redlock acquisition usually start equal, so the
+-- holder need not raise the lagging counters (fence.lua) on a fresh name.
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   if redis.call('EXISTS', KEYS[2]) == 0 then
     local t = redis.call('TIME')
-    redis.call('SET', KEYS[2], t[1] .. string.format('%06d', tonumber(t[2])))
+    redis.call('SET', KEYS[2], t[1] .. string.format('%03d', math.floor(tonumber(t[2]) / 1000)) .. '000')
   end
   local fence = redis.call('INCR', KEYS[2])
   redis.call('PUBLISH', KEYS[1] .. ':events', 'acquired')

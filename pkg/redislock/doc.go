@@ -53,10 +53,10 @@
 // less than a ttl ago. Options.AssumeDurable turns the guard off for nodes
 // that never lose an acknowledged write.
 //
-// Fencing counters start at the server's clock in microseconds since the
-// epoch (then +1 per grant), so a counter lost with the node's data starts
-// again above every token handed out before, as long as the server's clock
-// does not step back (S3 across a restart).
+// Fencing counters start at the server's clock in whole milliseconds since
+// the epoch, times 1000 (then +1 per grant), so a counter lost with the
+// node's data starts again above every token handed out before, as long as
+// the server's clock does not step back (S3 across a restart).
 //
 // A Sentinel failover to an asynchronous replica that had not yet received
 // the key loses it too. Options.WaitReplicas makes every acquire and renew

@@ -39,7 +39,7 @@ func Example() {
 	// Pass the fencing token to the storage the report goes to, so that a
 	// stale writer can be refused there.
 	// (The first token of a lock is the Redis server's clock in
-	// microseconds; each later holder's is larger.)
+	// milliseconds times 1000; each later holder's is larger.)
 	fmt.Println("holding the lock; fencing token > 0:", lock.Fence() > 0, "valid:", lock.Valid())
 	// Output: holding the lock; fencing token > 0: true valid: true
 }

@@ -30,7 +30,7 @@ func TestObtainStoresIdentityAndRefusesOthers(t *testing.T) {
 		t.Fatalf("stored value decodes to %+v, %v; want identity pod-a", v, err)
 	}
 	if l.Fence() < time.Now().Add(-time.Minute).UnixMicro() || !l.Valid() {
-		t.Fatalf("fence %d valid %v, want the server's clock in µs and true", l.Fence(), l.Valid())
+		t.Fatalf("fence %d valid %v, want the server's clock in ms times 1000 and true", l.Fence(), l.Valid())
 	}
 
 	_, err = b.Obtain(ctx, "job", 10*time.Second)
