@@ -130,9 +130,6 @@ func runChaos(t *testing.T, name string, deployment func(*testing.T, *chaosRun) 
 		r.start(fmt.Sprintf("plugin-%d", i), "plugin", freeAddr(t))
 	}
 	t.Cleanup(r.stopAll)
-	for _, p := range b.proxies {
-		p.owner = r.owner
-	}
 	p := startPoller(r)
 	t.Cleanup(p.stop)
 	ttl := chaosTiming.lease
@@ -532,12 +529,14 @@ type chaosProxy struct {
 	conns map[string][]net.Conn // candidate -> its open connections
 }
 
-func startProxy(t *testing.T, target string) *chaosProxy {
+// startProxy forwards a new loopback port to target; owner names the
+// candidate behind each connection.
+func startProxy(t *testing.T, target string, owner func(net.Addr) string) *chaosProxy {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &chaosProxy{ln: ln, target: target, fault: map[string]string{}, conns: map[string][]net.Conn{}}
+	p := &chaosProxy{ln: ln, target: target, owner: owner, fault: map[string]string{}, conns: map[string][]net.Conn{}}
 	t.Cleanup(func() { _ = ln.Close() })
 	go p.serve()
 	return p
@@ -556,10 +555,7 @@ func (p *chaosProxy) serve() {
 }
 
 func (p *chaosProxy) forward(in net.Conn) {
-	id := ""
-	if p.owner != nil {
-		id = p.owner(in.RemoteAddr())
-	}
+	id := p.owner(in.RemoteAddr())
 	p.mu.Lock()
 	if p.fault[id] == "cut" {
 		p.mu.Unlock()
@@ -626,7 +622,7 @@ func pause(d time.Duration) {
 // restarted without persistence.
 func singleBackend(t *testing.T, r *chaosRun) chaosBackend {
 	s := redistest.Start(t, redisproc.Options{})
-	p := startProxy(t, s.Addr)
+	p := startProxy(t, s.Addr, r.owner)
 	return chaosBackend{
 		spec:    fmt.Sprintf("    addrs: [%q]\n", p.addr()),
 		proxies: []*chaosProxy{p},
@@ -643,7 +639,7 @@ func redlockBackend(t *testing.T, r *chaosRun) chaosBackend {
 	var proxies []*chaosProxy
 	var addrs []string
 	for _, s := range servers {
-		p := startProxy(t, s.Addr)
+		p := startProxy(t, s.Addr, r.owner)
 		proxies = append(proxies, p)
 		addrs = append(addrs, fmt.Sprintf("%q", p.addr()))
 	}
