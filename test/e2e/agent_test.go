@@ -23,10 +23,6 @@ import (
 	"github.com/redislock/redislock/internal/redistest"
 )
 
-// agentTiming is the RedisLock's timing in the agent test: short, so that
-// the faults below fit in a minute.
-var agentTiming = durations{lease: 2 * time.Second, renew: 1500 * time.Millisecond, retry: 300 * time.Millisecond}
-
 // TestThreeAgentsOneLeaderThroughFaults runs three `redislock agent`
 // processes on one RedisLock, each as a user that has only the
 // redislock-agent role, against a real Redis and the envtest API server. A
@@ -39,7 +35,7 @@ func TestThreeAgentsOneLeaderThroughFaults(t *testing.T) {
 	s := redistest.Start(t, redisproc.Options{Password: "agent-pass"})
 	startController(t, nil)
 	ns := newNamespace(t)
-	applyRedisLock(t, ns, "worker", s, "agent-pass", agentTiming)
+	applyRedisLock(t, ns, "worker", s, "agent-pass", faultTiming)
 	kubeconfig := agentUser(t, ns)
 
 	bin := goBuild(t, ".")
@@ -52,7 +48,7 @@ func TestThreeAgentsOneLeaderThroughFaults(t *testing.T) {
 	t.Cleanup(fl.stopAll)
 	p := startPoller(fl)
 	t.Cleanup(p.stop)
-	ttl := agentTiming.lease
+	ttl := faultTiming.lease
 
 	// The Redis just started: the restart guard grants the lock after it has
 	// been up for a ttl.
@@ -96,11 +92,11 @@ func TestThreeAgentsOneLeaderThroughFaults(t *testing.T) {
 	if err := s.Pause(); err != nil {
 		t.Fatal(err)
 	}
-	down := p.waitNotLeading(t, leader, paused, agentTiming.renew+2*time.Second)
-	if last := p.lastLead(leader); !last.IsZero() && !last.Before(paused.Add(agentTiming.renew)) {
-		t.Errorf("%s answered 200 for %v, later than renewDeadline %v after Redis was paused", leader, last.Sub(paused), agentTiming.renew)
+	down := p.waitNotLeading(t, leader, paused, faultTiming.renew+2*time.Second)
+	if last := p.lastLead(leader); !last.IsZero() && !last.Before(paused.Add(faultTiming.renew)) {
+		t.Errorf("%s answered 200 for %v, later than renewDeadline %v after Redis was paused", leader, last.Sub(paused), faultTiming.renew)
 	}
-	t.Logf("Redis paused: %s answers 503 from %v after (renewDeadline %v)", leader, down.Sub(paused).Round(time.Millisecond), agentTiming.renew)
+	t.Logf("Redis paused: %s answers 503 from %v after (renewDeadline %v)", leader, down.Sub(paused).Round(time.Millisecond), faultTiming.renew)
 	if err := s.Resume(); err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +110,7 @@ func TestThreeAgentsOneLeaderThroughFaults(t *testing.T) {
 	if err := s.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	down = p.waitNotLeading(t, old, restarted, agentTiming.renew+2*time.Second)
+	down = p.waitNotLeading(t, old, restarted, faultTiming.renew+2*time.Second)
 	leader = p.waitLeader(t, "", 3*ttl+5*time.Second)
 	if g := p.firstLead(leader, down).Sub(restarted); g < ttl {
 		t.Errorf("%s led %v after the Redis restart, before the ttl %v", leader, g, ttl)

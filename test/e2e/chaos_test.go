@@ -26,8 +26,6 @@ import (
 	"github.com/redislock/redislock/internal/redistest"
 )
 
-// chaosTiming is the chaos lock's timing: short, so many faults fit.
-var chaosTiming = durations{lease: 2 * time.Second, renew: 1500 * time.Millisecond, retry: 300 * time.Millisecond}
 
 // TestChaos attacks one lock and its five candidates (three agents, two
 // replicas of the sample operator with the plugin) with random faults for
@@ -65,7 +63,7 @@ func TestChaos(t *testing.T) {
 		t.Run(name, func(t *testing.T) { row = runChaos(t, name, deployment, bins, window, rng) })
 		rows = append(rows, row)
 	}
-	t.Logf("chaos summary (ttl %v):\n%-9s %6s %8s %6s %12s %15s  %s\n%s", chaosTiming.lease,
+	t.Logf("chaos summary (ttl %v):\n%-9s %6s %8s %6s %12s %15s  %s\n%s", faultTiming.lease,
 		"backend", "faults", "answers", "terms", "S1 overlaps", "S3 regressions", "L1: longest time with no leader after a fault, by kind",
 		strings.Join(rows, "\n"))
 }
@@ -119,7 +117,7 @@ func runChaos(t *testing.T, name string, deployment func(*testing.T, *chaosRun) 
 	r := &chaosRun{t: t, bins: bins, ns: newNamespace(t), dir: t.TempDir(), procs: map[string]*chaosCandidate{}}
 	b := deployment(t, r)
 	manifest := fmt.Sprintf("apiVersion: redislock.io/v1alpha1\nkind: RedisLock\nmetadata:\n  name: chaos\nspec:\n  ttl: %s\n  renewDeadline: %s\n  renewInterval: %s\n  redis:\n%s",
-		chaosTiming.lease, chaosTiming.renew, chaosTiming.retry, b.spec)
+		faultTiming.lease, faultTiming.renew, faultTiming.retry, b.spec)
 	if out, err := kubectlIn(t, manifest, "apply", "-n", r.ns, "-f", "-"); err != nil {
 		t.Fatalf("apply RedisLock: %v\n%s", err, out)
 	}
@@ -132,7 +130,7 @@ func runChaos(t *testing.T, name string, deployment func(*testing.T, *chaosRun) 
 	t.Cleanup(r.stopAll)
 	p := startPoller(r)
 	t.Cleanup(p.stop)
-	ttl := chaosTiming.lease
+	ttl := faultTiming.lease
 	waitChaosLeader(t, p, 3*ttl+10*time.Second)
 
 	faults := map[string]func(rng *rand.Rand) string{
@@ -221,7 +219,7 @@ func runChaos(t *testing.T, name string, deployment func(*testing.T, *chaosRun) 
 // second of uptime rounding); a Sentinel failover also waits for the
 // replicas to follow the new master.
 func chaosL1Bound(kind string) time.Duration {
-	ttl := chaosTiming.lease
+	ttl := faultTiming.lease
 	switch kind {
 	case "restart", "minority":
 		return 2*ttl + 3*time.Second
@@ -428,7 +426,7 @@ func (r *chaosRun) killAndRestart(rng *rand.Rand) string {
 func (r *chaosRun) stopPastTTL(rng *rand.Rand) string {
 	c := r.pick(rng)
 	_ = c.cmd.Process.Signal(syscall.SIGSTOP)
-	pause(chaosTiming.lease + time.Second)
+	pause(faultTiming.lease + time.Second)
 	_ = c.cmd.Process.Signal(syscall.SIGCONT)
 	return c.id
 }
@@ -441,7 +439,7 @@ func (r *chaosRun) netFault(rng *rand.Rand, proxies []*chaosProxy, kind string) 
 		p.set(c.id, kind)
 	}
 	if kind == "cut" {
-		pause(chaosTiming.lease + time.Second)
+		pause(faultTiming.lease + time.Second)
 	} else {
 		pause(3 * time.Second)
 	}

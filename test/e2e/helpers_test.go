@@ -121,6 +121,10 @@ spec:
 	mustKubectl(t, "apply", "-n", ns, "-f", manifest)
 }
 
+// faultTiming is the lock timing of the tests that inject faults (the
+// agents', the chaos run): short, so that many faults fit in a minute.
+var faultTiming = durations{lease: 2 * time.Second, renew: 1500 * time.Millisecond, retry: 300 * time.Millisecond}
+
 // waitUntil polls cond every 50ms until it holds or within has passed.
 func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
