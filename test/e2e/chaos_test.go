@@ -26,7 +26,6 @@ import (
 	"github.com/redislock/redislock/internal/redistest"
 )
 
-
 // TestChaos attacks one lock and its five candidates (three agents, two
 // replicas of the sample operator with the plugin) with random faults for
 // CHAOS_DURATION per Redis deployment (default 40s; longer runs: `make
