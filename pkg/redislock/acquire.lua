@@ -15,25 +15,28 @@
 -- after the restart. Such a node grants nothing until it has been up for
 -- one ttl. uptime_in_seconds is the difference of two whole-second clock
 -- readings, so the node has been up for more than one second less than it.
-if redis.call('EXISTS', KEYS[1]) == 0 and ARGV[3] ~= '1' and redis.call('EXISTS', KEYS[2]) == 0 then
-  local up = tonumber(string.match(redis.call('INFO', 'server'), 'uptime_in_seconds:(%d+)'))
-  local wait = tonumber(ARGV[2]) - (up - 1) * 1000
-  if wait > 0 then
-    return {0, wait}
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  -- The lock is free. The fencing counter's absence is read once: it
+  -- arms the restart guard and makes the counter start anew.
+  local fresh = redis.call('EXISTS', KEYS[2]) == 0
+  if fresh and ARGV[3] ~= '1' then
+    local up = tonumber(string.match(redis.call('INFO', 'server'), 'uptime_in_seconds:(%d+)'))
+    local wait = tonumber(ARGV[2]) - (up - 1) * 1000
+    if wait > 0 then
+      return {0, wait}
+    end
   end
-end
---
--- Fencing tokens: a node without the counter (its first grant of the lock,
--- or after it lost its data) starts it at the server's clock in whole
--- milliseconds since the epoch, times 1000, and each grant adds one. A node
--- that lost its counter thus restarts above every token it handed out
--- before, as long as its clock did not step back and it granted fewer than
--- 1000 locks per millisecond (S3 across a restart without persistence; the
--- restart guard puts at least a ttl between the two). Whole milliseconds
--- make the nodes of one Redlock acquisition usually start equal, so the
--- holder need not raise the lagging counters (fence.lua) on a fresh name.
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  if redis.call('EXISTS', KEYS[2]) == 0 then
+  -- Fencing tokens: a node without the counter (its first grant of the lock,
+  -- or after it lost its data) starts it at the server's clock in whole
+  -- milliseconds since the epoch, times 1000, and each grant adds one. A node
+  -- that lost its counter thus restarts above every token it handed out
+  -- before, as long as its clock did not step back and it granted fewer than
+  -- 1000 locks per millisecond (S3 across a restart without persistence; the
+  -- restart guard puts at least a ttl between the two). Whole milliseconds
+  -- make the nodes of one Redlock acquisition usually start equal, so the
+  -- holder need not raise the lagging counters (fence.lua) on a fresh name.
+  redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) -- free: always set
+  if fresh then
     local t = redis.call('TIME')
     redis.call('SET', KEYS[2], t[1] .. string.format('%03d', math.floor(tonumber(t[2]) / 1000)) .. '000')
   end
