@@ -11,7 +11,9 @@
 // the holder's identity (see Value). Refresh extends the ttl by a
 // compare-and-pexpire script and Release deletes the key by a
 // compare-and-delete script: neither ever touches a key that holds another
-// token, and Refresh never re-creates a key that has gone. Watchdog renews
+// token. Refresh never re-creates a key to keep a lock it has lost; once a
+// majority confirmed the renewal it puts the holder's key back on nodes
+// where it went missing (holder repair), which can only refuse others. Watchdog renews
 // a held lock in the background, and Elector campaigns for leadership,
 // sleeping until the holder's key would expire and waking at once when it
 // is released (pub/sub).
@@ -52,6 +54,29 @@
 // whole seconds) before the first grant of a lock on a node that started
 // less than a ttl ago. Options.AssumeDurable turns the guard off for nodes
 // that never lose an acknowledged write.
+//
+// # What a fencing counter means
+//
+// Each node keeps one counter per lock name (redislock:{name}:fence, never
+// expiring). It counts grants, not attempts: an acquisition adds one on
+// each node that granted it, and an attempt that fails to win a majority
+// takes its count back when it gives its keys back, so a counter does not
+// grow while a holder stays, however many standbys try. The holder's token
+// is the largest count among the nodes it won, made known to a majority
+// (and to nodes holder repair restores) before it is used. A counter may
+// still run ahead of the last token by the attempts whose keys expired
+// before their give-back reached the node; it never runs behind (S3).
+// Observers read the holder's token from the nodes holding its key
+// (Inspect, the RedisLock status).
+//
+// # Cost (E1)
+//
+// A leader sends one renewal per node per RenewInterval; a standby Elector
+// one attempt per node per ttl while the holder renews, and an extra one
+// when a holder releases. A failed attempt's give-back publishes nothing, so
+// it wakes no one, and after a split vote (no candidate won a majority) the
+// candidates back off at random within a RenewInterval rather than meet
+// again at once.
 //
 // Fencing counters start at the server's clock in whole milliseconds since
 // the epoch, times 1000 (then +1 per grant), so a counter lost with the

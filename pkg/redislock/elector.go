@@ -125,8 +125,10 @@ func (e *Elector) Leader() string {
 }
 
 // Run campaigns until ctx ends, then releases the lock if it holds it and
-// returns nil. Redis faults do not end it: it logs them and retries every
-// RenewInterval.
+// returns nil. Redis faults do not end it: it logs them and retries after
+// a RenewInterval, jittered by half of it either way. A standby costs about
+// one attempt per TTL while a holder renews, and wakes early only for a
+// holder's release, never for a rival's give-back (E1).
 func (e *Elector) Run(ctx context.Context) error {
 	log := e.c.opts.Logger.WithValues("lock", e.o.Name, "identity", e.c.opts.Identity)
 	wake, unsubscribe := e.c.WatchReleases(ctx, e.o.Name)
@@ -145,20 +147,40 @@ func (e *Elector) Run(ctx context.Context) error {
 			return nil
 		}
 		l, h, err := e.c.obtain(ctx, e.o.Name, e.o.TTL)
-		wait := e.o.RenewInterval
+		var wait time.Duration
 		switch {
 		case err == nil:
 			e.lead(ctx, l)
-			wait = 0
 		case errors.Is(err, ErrNotObtained):
 			e.observe(h.identity)
-			wait = min(h.free, e.o.TTL) + rand.N(e.o.TTL/200+2*time.Millisecond)
+			wait = e.afterRefusal(h)
 		case ctx.Err() == nil:
+			wait = jitter(e.o.RenewInterval)
 			log.Info("campaign attempt failed", "error", err.Error(), "retryIn", wait.String())
 		}
 		timer.Stop()
 		timer.Reset(wait)
 	}
+}
+
+// afterRefusal is how long to wait after an attempt that found h. A holder
+// with a majority is waited for until its keys would expire (it wakes us
+// sooner if it releases). A split, where no one holds a majority, is waited
+// out at random within a RenewInterval, bounded by when the keys expire:
+// the candidates that split the nodes give them back, or their keys expire,
+// and an immediate retry would meet the same rivals again.
+func (e *Elector) afterRefusal(h held) time.Duration {
+	wait := min(h.free, e.o.TTL)
+	if h.split {
+		wait = min(wait, e.o.RenewInterval/8+rand.N(e.o.RenewInterval*7/8))
+	}
+	return wait + rand.N(e.o.TTL/200+2*time.Millisecond)
+}
+
+// jitter returns d scaled by a random factor in [0.5, 1.5), so that
+// candidates that failed together do not retry together.
+func jitter(d time.Duration) time.Duration {
+	return d/2 + rand.N(d)
 }
 
 // lead holds l until leadership ends, then releases it.

@@ -64,6 +64,19 @@ func (j *journal) check(t *testing.T) int {
 	return terms
 }
 
+// terms returns how many leaderships have started.
+func (j *journal) terms() int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	n := 0
+	for _, e := range j.events {
+		if e.started {
+			n++
+		}
+	}
+	return n
+}
+
 func (j *journal) elector(t *testing.T, c *redislock.Client, name string, timing redislock.Timing) *redislock.Elector {
 	t.Helper()
 	who := c.Identity()

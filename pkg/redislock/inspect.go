@@ -12,10 +12,11 @@ type Holder struct {
 	// Identity names the holder on a majority of nodes; "" when the lock
 	// is free.
 	Identity string
-	// Fence is the latest fencing token handed out for the lock, the
-	// highest counter among the nodes that answered. While the lock is
-	// held on one node, it is the holder's token; in Redlock mode, a failed
-	// attempt may have counted past it.
+	// Fence is the holder's fencing token while the lock is held (the
+	// counter of the nodes that hold its value), and the latest token
+	// handed out while it is free (the highest counter among the nodes that
+	// answered). It changes only when the lock is granted: a failed
+	// attempt takes its count back when it gives its keys back.
 	Fence int64
 	// FreeIn is how long until the holder's keys expire on enough nodes
 	// for a majority to be free, if it does not renew; 0 when free.
@@ -102,6 +103,9 @@ func (c *Client) inspect(ctx context.Context, name string) (Holder, string, erro
 	}
 	seen, err := c.describeHolder(holders)
 	h.Identity, h.FreeIn = seen.identity, seen.free
+	if seen.fence > 0 {
+		h.Fence = seen.fence
+	}
 	if err != nil {
 		return h, seen.value, fmt.Errorf("inspect %q: %w", name, err)
 	}

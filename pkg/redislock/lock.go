@@ -88,6 +88,15 @@ type held struct {
 	// free is how long until enough of the holder's keys expire for a
 	// majority to be free, if the holder does not renew.
 	free time.Duration
+	// fence is the fencing counter on the holder's nodes: its token, once
+	// it holds a majority.
+	fence int64
+	// split says no value holds a majority: candidates split the nodes
+	// among them (each gives its share back, or lets it expire), or a
+	// holder lost keys. No one may lead until that changes, and the
+	// candidates that found it should back off at random rather than
+	// meet again.
+	split bool
 }
 
 func (c *Client) obtain(ctx context.Context, name string, ttl time.Duration) (*Lock, held, error) {
@@ -156,12 +165,12 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, st
 			}
 			err = fmt.Errorf("%w: acquiring took longer than ttl %v less drift", ErrNoQuorum, ttl)
 		}
-		c.releaseQuietly(ctx, l, c.all)
+		c.giveBack(ctx, l, c.all)
 		return nil, held{}, err
 	}
 	// Give back at once what we took, and what we may have taken on the
 	// nodes that did not answer.
-	c.releaseQuietly(ctx, l, notHolding(replies))
+	c.giveBack(ctx, l, notHolding(replies))
 	if len(holders) > len(c.nodes)-c.quorum {
 		h, err := c.describeHolder(holders)
 		if err != nil {
@@ -260,9 +269,15 @@ func (c *Client) describeHolder(hs []heldReply) (held, error) {
 		}
 	}
 	slices.Sort(pttls)
-	h := held{value: top, free: pttls[need-1]}
+	h := held{value: top, free: pttls[need-1], split: counts[top] < c.quorum}
 	if len(counts) == 0 {
+		h.split = false
 		return h, nil // every refusal came from the restart guard
+	}
+	for _, hr := range hs {
+		if hr.value == top {
+			h.fence = max(h.fence, hr.counter)
+		}
 	}
 	v, err := ParseValue(top)
 	if err != nil {
@@ -284,8 +299,13 @@ func notHolding(replies []reply) []int {
 }
 
 // Refresh extends the lock to its ttl from now, by compare-and-pexpire on
-// every node. It never re-creates a key that is gone. On success the local
-// deadline moves forward. It returns an error wrapping ErrLockLost when the
+// every node. On success the local deadline moves forward, and where a node
+// no longer has the key at all (Redlock: a split vote left it free, it was
+// deleted, the node restarted) Refresh puts it back with the lock's fencing
+// token, so that one lost key does not split the nodes for the rest of the
+// leadership; a node that another candidate holds is left alone. It never
+// re-creates a key to save a renewal: only nodes that still held the token
+// count toward its success. It returns an error wrapping ErrLockLost when the
 // local deadline has passed or more than N-quorum nodes no longer hold the
 // lock's token (the lock is then lost for good), and one wrapping
 // ErrNoQuorum when too few nodes answered (the deadline stays; try again).
@@ -310,27 +330,59 @@ func (l *Lock) refresh(ctx context.Context, start time.Time) error {
 	replies, buf := c.each(ctx, c.all, renewScript, renewScript.args(&l.keys.lock, &l.value, &l.ttlMs))
 	defer c.done(buf)
 	ok, gone := 0, 0
-	for _, r := range replies {
+	var missing []int
+	for i, r := range replies {
 		switch r.val {
 		case int64(1):
 			ok++
 		case int64(0):
 			gone++
+		case int64(-1):
+			gone++
+			missing = append(missing, i)
 		}
 	}
 	switch {
 	case ok >= c.quorum:
 		l.mu.Lock()
-		defer l.mu.Unlock()
 		if !l.renewed.IsZero() {
 			l.renewed = start
 		}
+		l.mu.Unlock()
+		l.restore(ctx, missing)
 		return nil
 	case gone > len(c.nodes)-c.quorum:
 		l.invalidate()
 		return fmt.Errorf("%w: %q: %d of %d nodes no longer hold its token", ErrLockLost, l.keys.name, gone, len(c.nodes))
 	default:
 		return fmt.Errorf("renew %q: %w", l.keys.name, nodeErrors(ErrNoQuorum, replies))
+	}
+}
+
+// restore puts l's key back on the nodes in idx, where a renewal a majority
+// confirmed found it missing (Redlock holder repair). Without it a key lost
+// on one node (a split vote, a DEL, a restart) stays lost for as long as l
+// is held, and every standby's attempt takes that node and gives it back.
+// The outcome changes nothing about l's validity, so a failure is only
+// logged: the next renewal tries again.
+func (l *Lock) restore(ctx context.Context, idx []int) {
+	if len(idx) == 0 {
+		return
+	}
+	c := l.client
+	replies, buf := c.each(ctx, idx, restoreScript, restoreScript.args(&l.keys.lock, &l.keys.fence, &l.value, &l.ttlMs, &l.fence))
+	defer c.done(buf)
+	var errs []error
+	for _, i := range idx {
+		switch {
+		case replies[i].val == int64(1):
+			c.opts.Logger.Info("restored the lock on a node where it had gone missing", "lock", l.keys.name, "node", c.nodes[i].name, "fence", l.fence)
+		case replies[i].err != nil:
+			errs = append(errs, replies[i].err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		c.opts.Logger.V(1).Info("could not restore the lock on a node where it went missing; the next renewal tries again", "lock", l.keys.name, "error", err.Error())
 	}
 }
 
@@ -352,7 +404,13 @@ func (l *Lock) Release(ctx context.Context) error {
 }
 
 func (c *Client) release(ctx context.Context, l *Lock, idx []int) error {
-	replies, buf := c.each(ctx, idx, releaseScript, releaseScript.args(&l.keys.lock, &l.value))
+	return c.deleteKeys(ctx, l, idx, releaseScript, releaseScript.args(&l.keys.lock, &l.value))
+}
+
+// deleteKeys runs a compare-and-delete script (release.lua or giveback.lua)
+// for l on the nodes in idx and reports the outcome as Release does.
+func (c *Client) deleteKeys(ctx context.Context, l *Lock, idx []int, s *script, args []any) error {
+	replies, buf := c.each(ctx, idx, s, args)
 	defer c.done(buf)
 	deleted, failed := 0, 0
 	for _, r := range replies {
@@ -372,17 +430,18 @@ func (c *Client) release(ctx context.Context, l *Lock, idx []int) error {
 	return nil
 }
 
-// releaseQuietly gives back a failed acquisition's keys in the background,
-// so that the failure is reported without waiting on slow nodes, and even
-// when ctx is already cancelled. It logs what it could not reach; those keys
-// expire by themselves within the ttl.
-func (c *Client) releaseQuietly(ctx context.Context, l *Lock, idx []int) {
+// giveBack undoes a failed acquisition's keys and fencing counts
+// (giveback.lua) in the background, so that the failure is reported without
+// waiting on slow nodes, and even when ctx is already cancelled. It wakes no
+// one: only a holder's release does. It logs what it could not reach; those
+// keys expire by themselves within the ttl.
+func (c *Client) giveBack(ctx context.Context, l *Lock, idx []int) {
 	if len(idx) == 0 {
 		return
 	}
 	ctx = context.WithoutCancel(ctx)
 	go func() {
-		err := c.release(ctx, l, idx)
+		err := c.deleteKeys(ctx, l, idx, givebackScript, givebackScript.args(&l.keys.lock, &l.keys.fence, &l.value))
 		if err != nil && !errors.Is(err, ErrNotHeld) {
 			c.opts.Logger.V(1).Info("could not give back a failed acquisition; its keys expire within the ttl", "lock", l.keys.name, "error", err.Error())
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -137,4 +138,130 @@ func closedAddr(t *testing.T) string {
 	addr := l.Addr().String()
 	_ = l.Close()
 	return addr
+}
+
+// A failed attempt undoes itself without a trace a waiter could act on: it
+// gives back the node it took without publishing "released" (which would
+// wake every standby, each of which would fail and give back in turn, for
+// ever), and takes back the fencing count it added there.
+func TestFailedAttemptsNeitherWakeWaitersNorCountTokens(t *testing.T) {
+	servers := redistest.StartN(t, 3)
+	nodes := redistest.Clients(t, servers...)
+	ctx := context.Background()
+	// The holder has nodes 1 and 2, a majority; node 0 is free, as a split
+	// vote leaves it.
+	if _, err := newClient(t, "holder", servers...).Obtain(ctx, "split", 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := nodes[0].Del(ctx, lockKey("split")).Err(); err != nil {
+		t.Fatal(err)
+	}
+	fence := func() int64 {
+		n, err := nodes[0].Get(ctx, lockKey("split")+":fence").Int64()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			t.Fatal(err)
+		}
+		return n
+	}
+	sub := nodes[0].Subscribe(ctx, redislock.EventsChannel("split"))
+	t.Cleanup(func() { _ = sub.Close() })
+	if _, err := sub.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c := newClient(t, "standby", servers...)
+	var before int64
+	for i := range 50 {
+		if _, err := c.Obtain(ctx, "split", 10*time.Second); !errors.Is(err, redislock.ErrNotObtained) {
+			t.Fatalf("attempt %d against a majority holder: %v; want ErrNotObtained", i, err)
+		}
+		// The give-back runs in the background.
+		waitFor(t, 2*time.Second, "node 0 to be given back", func() bool { return get(t, servers[0], lockKey("split")) == "" })
+		if i == 0 {
+			before = fence()
+		} else if got := fence(); got != before {
+			t.Fatalf("after %d failed attempts node 0's fencing counter is %d, was %d after the first", i+1, got, before)
+		}
+	}
+	// Every attempt announced its node-level grant; none announced a
+	// release.
+	for i := range 50 {
+		msg, err := sub.ReceiveTimeout(ctx, 2*time.Second)
+		if err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+		if m, ok := msg.(*redis.Message); !ok || m.Payload != "acquired" {
+			t.Fatalf("message %d is %v; a failed attempt's give-back must not publish", i, msg)
+		}
+	}
+	if msg, err := sub.ReceiveTimeout(ctx, 200*time.Millisecond); err == nil {
+		t.Fatalf("a give-back published %v", msg)
+	}
+}
+
+// Redlock holder repair: a holder whose renewal a majority confirms puts its
+// key back where it went missing, with its fencing token made known there,
+// so one lost key does not leave the node free for the whole leadership. It
+// never takes a node another candidate holds, and a restored key never
+// counts toward the holder's belief: with the majority gone, the renewal
+// fails however many keys it could restore.
+func TestRedlockHolderRestoresAMissingKey(t *testing.T) {
+	servers := redistest.StartN(t, 3)
+	ctx := context.Background()
+	a := newClient(t, "a", servers...)
+	l, err := a.Obtain(ctx, "repair", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := redistest.Clients(t, servers...)
+	// Node 0 forgets the lock and its counter (a FLUSHALL, a restart).
+	if err := nodes[0].FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Refresh(ctx); err != nil {
+		t.Fatalf("renew with two of three nodes: %v", err)
+	}
+	if v, err := redislock.ParseValue(get(t, servers[0], lockKey("repair"))); err != nil || v.Identity != "a" {
+		t.Fatalf("node 0 holds %+v (%v) after the renewal; want a's key back", v, err)
+	}
+	if pttl := nodes[0].PTTL(ctx, lockKey("repair")).Val(); pttl <= 0 || pttl > 10*time.Second {
+		t.Fatalf("restored key's PTTL %v; want the lock's ttl", pttl)
+	}
+	if got, _ := nodes[0].Get(ctx, lockKey("repair")+":fence").Int64(); got < l.Fence() {
+		t.Fatalf("node 0's counter %d after the repair is below the holder's token %d", got, l.Fence())
+	}
+	// With node 0 restored, b is refused on every node and takes nothing.
+	b := newClient(t, "b", servers...)
+	if _, err := b.Obtain(ctx, "repair", 10*time.Second); !errors.Is(err, redislock.ErrNotObtained) {
+		t.Fatalf("b against the repaired lock: %v; want ErrNotObtained", err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	next, err := b.Obtain(ctx, "repair", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next.Fence() <= l.Fence() {
+		t.Fatalf("next holder's fence %d is not above the repaired holder's %d (S3)", next.Fence(), l.Fence())
+	}
+
+	// A node held by another value is left alone, and keys restored while
+	// the majority is lost do not save the holder.
+	for i := range 2 {
+		if err := nodes[i].Del(ctx, lockKey("repair")).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set(t, servers[2], lockKey("repair"), "v1:"+strings.Repeat("0", 32)+":other")
+	if err := next.Refresh(ctx); !errors.Is(err, redislock.ErrLockLost) {
+		t.Fatalf("renew with no node holding the token: %v; want ErrLockLost", err)
+	}
+	if next.Valid() {
+		t.Fatal("the holder still believes after losing every node")
+	}
+	for i := range 2 {
+		if got := get(t, servers[i], lockKey("repair")); got != "" {
+			t.Fatalf("a failed renewal wrote %q on node %d", got, i)
+		}
+	}
 }

@@ -44,6 +44,14 @@ var (
 	releaseLua    string
 	releaseScript = newScript(releaseLua, "1", false)
 
+	//go:embed giveback.lua
+	givebackLua    string
+	givebackScript = newScript(givebackLua, "2", false)
+
+	//go:embed restore.lua
+	restoreLua    string
+	restoreScript = newScript(restoreLua, "2", true)
+
 	//go:embed fence.lua
 	fenceLua    string
 	fenceScript = newScript(fenceLua, "2", true)

@@ -1,0 +1,305 @@
+package redislock_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redislock/redislock/internal/redisproc"
+	"github.com/redislock/redislock/internal/redisstats"
+	"github.com/redislock/redislock/internal/redistest"
+	"github.com/redislock/redislock/pkg/redislock"
+)
+
+// costDeployment is one way of running Redis for the cost test.
+type costDeployment struct {
+	name string
+	// start starts the servers and returns a factory of one candidate's
+	// node clients (each candidate has connections of its own, as a
+	// process would) and one client per node for counting and tampering.
+	start func(t *testing.T) (candidate func() []redis.UniversalClient, nodes []redis.UniversalClient)
+}
+
+func redlockDeployment(n int) costDeployment {
+	name := "single"
+	if n > 1 {
+		name = fmt.Sprintf("redlock%d", n)
+	}
+	return costDeployment{name, func(t *testing.T) (func() []redis.UniversalClient, []redis.UniversalClient) {
+		servers := redistest.StartN(t, n)
+		return func() []redis.UniversalClient { return redistest.Clients(t, servers...) }, redistest.Clients(t, servers...)
+	}}
+}
+
+var costDeployments = []costDeployment{
+	redlockDeployment(1), redlockDeployment(3), redlockDeployment(5),
+	{"sentinel", func(t *testing.T) (func() []redis.UniversalClient, []redis.UniversalClient) {
+		master := redistest.Start(t, redisproc.Options{})
+		sentinel := redistest.Start(t, redisproc.Options{SentinelFor: "mymaster " + master.Addr})
+		return func() []redis.UniversalClient {
+			fc := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "mymaster", SentinelAddrs: []string{sentinel.Addr}, ContextTimeoutEnabled: true})
+			t.Cleanup(func() { _ = fc.Close() })
+			return []redis.UniversalClient{fc}
+		}, redistest.Clients(t, master)
+	}},
+	{"cluster", func(t *testing.T) (func() []redis.UniversalClient, []redis.UniversalClient) {
+		addrs := redistest.StartCluster(t, 3)
+		cluster := func() []redis.UniversalClient {
+			cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: true})
+			t.Cleanup(func() { _ = cc.Close() })
+			return []redis.UniversalClient{cc}
+		}
+		return cluster, cluster()
+	}},
+}
+
+// costTiming is the election's timing in the cost test: budgets scale with
+// it, so it need not be short.
+var costTiming = redislock.Timing{TTL: 3 * time.Second, RenewInterval: 500 * time.Millisecond, RenewDeadline: 2 * time.Second}
+
+// costWindow is how long each state's cost is counted.
+const costWindow = 30 * time.Second
+
+// E1: one leader and four standbys cost each node about one renewal per
+// RenewInterval and one attempt per TTL per standby, counted with INFO
+// commandstats, in every deployment: while the leader is stable, after a
+// split vote (Redlock) or a handover (one node), and after the holder's key
+// is deleted on one node. A loop that wakes itself (a give-back that
+// publishes "released", a retry without backoff) costs thousands of calls a
+// second and fails at once. The deployments run side by side, each state
+// counted over the same window for all.
+func TestElectionCostStaysWithinBudget(t *testing.T) {
+	var es []*costElection
+	for _, d := range costDeployments {
+		candidate, nodes := d.start(t)
+		e := &costElection{t: t, name: d.name, newClients: candidate, nodes: nodes}
+		for _, n := range nodes {
+			e.events = append(e.events, countEvents(t, n, "cost"))
+		}
+		for i := range 5 {
+			e.cands = append(e.cands, e.start(fmt.Sprintf("c%d", i)))
+		}
+		defer e.stopAll()
+		es = append(es, e)
+	}
+	for _, e := range es {
+		e.waitForLeader()
+	}
+	measureAll(es, "idle", func(*costElection) int { return 0 })
+	measureAll(es, "after split vote or handover", func(e *costElection) int {
+		if len(e.nodes) > 1 {
+			e.splitVote()
+		} else {
+			e.handover()
+		}
+		return -1
+	})
+	leaders := map[*costElection]string{}
+	// A single node's deleted key is a lost lock, not a cost (see the S1
+	// tests of deleted keys): those deployments stay idle meanwhile.
+	measureAll(es, "after key deleted on one node", func(e *costElection) int {
+		leaders[e] = e.waitForLeader()
+		if len(e.nodes) == 1 {
+			return 0
+		}
+		if err := e.nodes[0].Del(context.Background(), "redislock:{cost}").Err(); err != nil {
+			t.Fatal(err)
+		}
+		// The holder puts its key back at its next renewal and keeps
+		// leading: a standby's attempt there fails meanwhile.
+		return 0
+	})
+	for _, e := range es {
+		if len(e.nodes) > 1 {
+			raw, _ := e.nodes[0].Get(context.Background(), "redislock:{cost}").Result()
+			if v, err := redislock.ParseValue(raw); err != nil || v.Identity != leaders[e] {
+				t.Errorf("%s: node 0 holds %q (%v) a window after its key was deleted; want the leader %s's key restored", e.name, raw, err, leaders[e])
+			}
+		}
+		if terms := e.j.check(t); terms < 2 {
+			t.Errorf("%s: %d leaderships recorded, want at least 2", e.name, terms)
+		}
+	}
+}
+
+// measureAll counts each election's commands over one costWindow, from
+// just before act brings it into state, and checks them: act returns how
+// many leadership changes the state must have (-1 for any).
+func measureAll(es []*costElection, state string, act func(*costElection) int) {
+	ms := make([]costWindowStart, len(es))
+	for i, e := range es {
+		ms[i] = e.begin()
+		ms[i].want = act(e)
+	}
+	time.Sleep(costWindow) // the counting window, not a wait for a condition
+	for i, e := range es {
+		e.end(state, ms[i])
+	}
+}
+
+// costElection is the cost test's election: its candidates and what it
+// counted.
+type costElection struct {
+	t          *testing.T
+	name       string
+	events     []*eventCounter // per node
+	newClients func() []redis.UniversalClient
+	nodes      []redis.UniversalClient
+	j          journal
+	cands      []*candidate
+}
+
+func (e *costElection) start(identity string) *candidate {
+	c, err := redislock.New(e.newClients(), &redislock.Options{Identity: identity, NodeTimeout: 200 * time.Millisecond})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return start(e.j.elector(e.t, c, "cost", costTiming))
+}
+
+func (e *costElection) stopAll() {
+	for _, c := range e.cands {
+		c.stop()
+	}
+}
+
+// waitForLeader waits for a candidate to lead and returns its identity.
+func (e *costElection) waitForLeader() string {
+	i := -1
+	// The restart guard holds a fresh node back for a ttl and a second.
+	waitFor(e.t, 3*costTiming.TTL+2*time.Second, "a leader", func() bool { i = leaderOf(e.cands); return i >= 0 })
+	return fmt.Sprintf("c%d", i)
+}
+
+// handover stops the leader, which releases, and starts a new standby in
+// its place.
+func (e *costElection) handover() {
+	i := -1
+	waitFor(e.t, 3*costTiming.TTL, "a leader", func() bool { i = leaderOf(e.cands); return i >= 0 })
+	e.cands[i].stop()
+	e.cands[i] = e.start(fmt.Sprintf("c%d", i))
+}
+
+// splitVote leaves every node held by another candidate and no majority
+// for anyone, as when candidates race for a released lock and each wins a
+// share, and when they die before giving it back (so the split lasts a
+// whole ttl); then a new set of candidates starts, all at once.
+func (e *costElection) splitVote() {
+	e.stopAll()
+	ctx := context.Background()
+	for i, n := range e.nodes {
+		ghost := redislock.Value{Token: strings.Repeat(fmt.Sprint(i%10), 32), Identity: fmt.Sprintf("ghost%d", i)}
+		if err := n.Set(ctx, "redislock:{cost}", ghost.String(), costTiming.TTL).Err(); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	for i := range e.cands {
+		e.cands[i] = e.start(fmt.Sprintf("c%d", i))
+	}
+}
+
+// costWindowStart is what a counting window began with.
+type costWindowStart struct {
+	counts []redisstats.Counts
+	events []eventTally
+	at     time.Time
+	terms  int
+	want   int
+}
+
+func (e *costElection) read() []redisstats.Counts {
+	counts := make([]redisstats.Counts, len(e.nodes))
+	for i, n := range e.nodes {
+		var err error
+		if counts[i], err = redisstats.Read(context.Background(), n); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	return counts
+}
+
+func (e *costElection) begin() costWindowStart {
+	m := costWindowStart{counts: e.read(), at: time.Now(), terms: e.j.terms()}
+	for _, c := range e.events {
+		m.events = append(m.events, c.since(eventTally{}))
+	}
+	return m
+}
+
+// end fails the test if the window from m went over the budget for the
+// leadership changes recorded in it.
+func (e *costElection) end(state string, m costWindowStart) {
+	t := e.t
+	after, took := e.read(), time.Since(m.at)
+	changes := e.j.terms() - m.terms
+	if m.want >= 0 && changes != m.want {
+		t.Errorf("%s, %s: %d leadership changes in %v, want %d", e.name, state, changes, took.Round(time.Second), m.want)
+	}
+	standbys := len(e.cands) - 1
+	budget := redisstats.Budget(took, costTiming.TTL, costTiming.RenewInterval, standbys, changes)
+	for i := range e.nodes {
+		d := after[i].Sub(m.counts[i])
+		t.Logf("%-8s %-30s node %d: %5.1f scripts/s (%d in %v; budget %d), %d commands in all, %d leadership changes",
+			e.name, state, i, float64(d.Scripts())/took.Seconds(), d.Scripts(), took.Round(time.Millisecond), budget, d.Total(), changes)
+		if d.Scripts() > budget {
+			t.Errorf("%s, %s: node %d ran %d scripts in %v, over the budget of %d", e.name, state, i, d.Scripts(), took, budget)
+		}
+		// Only a holder's release publishes "released": at most one
+		// per node for each change. A failed attempt that took a node
+		// announces it ("acquired", which wakes only observers), at most
+		// once per standby per ttl; a stable election with nothing lost
+		// sends neither.
+		ev := e.events[i].since(m.events[i])
+		limit := int64(changes)
+		if state != "idle" {
+			limit += int64(standbys) * int64(took/costTiming.TTL+1)
+		}
+		if ev.released > int64(changes) || ev.acquired > limit {
+			t.Errorf("%s, %s: node %d published %d released and %d acquired for %d leadership changes; want at most %d and %d", e.name, state, i, ev.released, ev.acquired, changes, changes, limit)
+		}
+	}
+}
+
+// eventCounter counts the messages on one node's events channel of a lock.
+type eventCounter struct {
+	released, acquired atomic.Int64
+}
+
+// eventTally is a reading of an eventCounter.
+type eventTally struct {
+	released, acquired int64
+}
+
+// countEvents subscribes to lock's events on n and counts them until the
+// test ends.
+func countEvents(t *testing.T, n redis.UniversalClient, lock string) *eventCounter {
+	sub := n.Subscribe(context.Background(), redislock.EventsChannel(lock))
+	if _, err := sub.Receive(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	c := &eventCounter{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for msg := range sub.Channel() {
+			switch msg.Payload {
+			case "released":
+				c.released.Add(1)
+			case "acquired":
+				c.acquired.Add(1)
+			}
+		}
+	}()
+	t.Cleanup(func() { _ = sub.Close(); <-done })
+	return c
+}
+
+// since returns the counts less an earlier reading.
+func (c *eventCounter) since(earlier eventTally) eventTally {
+	return eventTally{released: c.released.Load() - earlier.released, acquired: c.acquired.Load() - earlier.acquired}
+}
