@@ -45,7 +45,7 @@ func newClientCache(log logr.Logger, changed chan<- event.GenericEvent) *clientC
 }
 
 // get returns the lock client for cfg and records that nn watches lock.
-func (c *clientCache) get(nn types.NamespacedName, cfg redisconn.Config, lock string) (*redislock.Client, error) {
+func (c *clientCache) get(ctx context.Context, nn types.NamespacedName, cfg redisconn.Config, lock string) (*redislock.Client, error) {
 	key := cfg.Key()
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -57,7 +57,7 @@ func (c *clientCache) get(nn types.NamespacedName, cfg redisconn.Config, lock st
 	e := c.entries[key]
 	if e == nil {
 		var err error
-		if e, err = c.open(cfg); err != nil {
+		if e, err = c.open(ctx, cfg); err != nil {
 			return nil, err
 		}
 		c.entries[key] = e
@@ -113,11 +113,14 @@ func (c *clientCache) closeAll() {
 	}
 }
 
-// open dials the clients of cfg and listens for lock events on each node.
-// c.mu is held.
-func (c *clientCache) open(cfg redisconn.Config) (*cacheEntry, error) {
+// open dials the clients of cfg, checks that Redlock nodes are distinct
+// servers, and listens for lock events on each node. c.mu is held.
+func (c *clientCache) open(ctx context.Context, cfg redisconn.Config) (*cacheEntry, error) {
 	nodes := cfg.Clients()
 	lc, err := redislock.New(nodes, &redislock.Options{Identity: "redislock-controller", NodeTimeout: cfg.NodeTimeout, Logger: c.log})
+	if err == nil {
+		err = lc.CheckIndependent(ctx)
+	}
 	if err != nil {
 		for _, n := range nodes {
 			_ = n.Close()

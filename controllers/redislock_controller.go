@@ -9,6 +9,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -96,19 +100,23 @@ func (r *RedisLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		}
 	}
 
-	before := rl.Status.DeepCopy()
+	before := rl.DeepCopy()
 	lc, err := r.lockClient(ctx, &rl)
 	if err != nil {
 		setUnusable(&rl, err)
-		r.Recorder.Eventf(&rl, nil, corev1.EventTypeWarning, EventInvalidSpec, "Connect", "%v", err)
-		log.Info("cannot use spec", "reason", reasonFor(err), "error", err.Error())
-		return r.writeStatus(ctx, &rl, before, ctrl.Result{RequeueAfter: r.Resync}, nil)
+		if becameFalse(before, &rl, v1alpha1.ConditionReady) {
+			r.Recorder.Eventf(&rl, nil, corev1.EventTypeWarning, EventInvalidSpec, "Connect", "%v", err)
+			log.Info("cannot use spec", "reason", reasonFor(err), "error", err.Error())
+		}
+		return r.writeStatus(ctx, &rl, before, ctrl.Result{RequeueAfter: r.Resync})
 	}
 	name := redisconn.LockName(&rl)
 	if _, ok := rl.Annotations[ForceReleaseAnnotation]; ok {
 		if err := r.forceRelease(ctx, &rl, lc, name); err != nil {
 			return ctrl.Result{}, err
 		}
+		before = rl.DeepCopy() // the same status, at the new resourceVersion
+
 	}
 
 	h, err := lc.Inspect(ctx, name)
@@ -119,24 +127,36 @@ func (r *RedisLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		if prev != "" && rl.Status.HolderIdentity != "" {
 			transitionsTotal.WithLabelValues(rl.Namespace, rl.Name).Inc()
 		}
-		setHolderMetric(rl.Namespace, rl.Name, rl.Status.HolderIdentity)
 	}
-	var failure error
+	// Every reconcile, so that a restarted controller shows the holder
+	// before the holder next changes.
+	setHolderMetric(rl.Namespace, rl.Name, rl.Status.HolderIdentity)
 	if err != nil {
 		redisErrorsTotal.WithLabelValues(rl.Namespace, rl.Name, reasonFor(err)).Inc()
-		if errors.Is(err, redislock.ErrNoQuorum) {
+		if errors.Is(err, redislock.ErrNoQuorum) && becameFalse(before, &rl, v1alpha1.ConditionRedisReachable) {
 			r.Recorder.Eventf(&rl, nil, corev1.EventTypeWarning, EventRedisUnreachable, "Inspect", "%v", err)
-			// Requeue with the controller's backoff until Redis answers.
-			failure = fmt.Errorf("inspect lock %q: %w", name, err)
+			log.Info("Redis unreachable", "error", err.Error())
 		}
 	}
 	// Look again when the holder's key would expire, in case it crashed:
-	// expiry sends no message.
+	// expiry sends no message. While Redis is unreachable, look again
+	// every Resync at the latest (not with the controller's error backoff,
+	// which grows to many minutes), and sooner: a lock's users retry
+	// every renewInterval.
 	next := r.Resync
-	if h.Identity != "" && h.FreeIn > 0 && h.FreeIn < next {
+	switch {
+	case errors.Is(err, redislock.ErrNoQuorum):
+		next = min(next, redisconn.Timing(&rl).RenewInterval*4)
+	case h.Identity != "" && h.FreeIn > 0 && h.FreeIn < next:
 		next = h.FreeIn + 10*time.Millisecond
 	}
-	return r.writeStatus(ctx, &rl, before, ctrl.Result{RequeueAfter: next}, failure)
+	return r.writeStatus(ctx, &rl, before, ctrl.Result{RequeueAfter: next})
+}
+
+// becameFalse reports whether condition typ is False now and was not in
+// before, so that a lasting fault is reported once, not at every look.
+func becameFalse(before, now *v1alpha1.RedisLock, typ string) bool {
+	return meta.IsStatusConditionFalse(now.Status.Conditions, typ) && !meta.IsStatusConditionFalse(before.Status.Conditions, typ)
 }
 
 // lockClient resolves the spec and returns the shared lock client for it.
@@ -145,7 +165,7 @@ func (r *RedisLockReconciler) lockClient(ctx context.Context, rl *v1alpha1.Redis
 	if err != nil {
 		return nil, err
 	}
-	lc, err := r.clients.get(client.ObjectKeyFromObject(rl), cfg, redisconn.LockName(rl))
+	lc, err := r.clients.get(ctx, client.ObjectKeyFromObject(rl), cfg, redisconn.LockName(rl))
 	if err != nil {
 		return nil, err
 	}
@@ -157,18 +177,33 @@ func (r *RedisLockReconciler) lockClient(ctx context.Context, rl *v1alpha1.Redis
 	return lc, nil
 }
 
-// writeStatus patches the status if it differs from before, and returns
-// res and failure.
-func (r *RedisLockReconciler) writeStatus(ctx context.Context, rl *v1alpha1.RedisLock, before *v1alpha1.RedisLockStatus, res ctrl.Result, failure error) (ctrl.Result, error) {
+// writeStatus applies the status if it differs from before, and returns
+// res. It uses server-side apply of the whole status, owned by the
+// controller: no conflict with other writers of the object, and no
+// lost update from a stale cache, as a merge patch against it would risk.
+func (r *RedisLockReconciler) writeStatus(ctx context.Context, rl, before *v1alpha1.RedisLock, res ctrl.Result) (ctrl.Result, error) {
 	rl.Status.ObservedGeneration = rl.Generation
-	if equality.Semantic.DeepEqual(before, &rl.Status) {
-		return res, failure
+	if equality.Semantic.DeepEqual(before.Status, rl.Status) {
+		return res, nil
 	}
-	if err := r.Status().Update(ctx, rl); err != nil {
-		return ctrl.Result{}, errors.Join(failure, fmt.Errorf("update status: %w", err))
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&v1alpha1.RedisLock{
+		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "RedisLock"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: rl.Namespace, Name: rl.Name},
+		Status:     rl.Status,
+	})
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("status to apply: %w", err)
 	}
-	return res, failure
+	delete(u, "spec")
+	apply := client.ApplyConfigurationFromUnstructured(&unstructured.Unstructured{Object: u})
+	if err := r.Status().Apply(ctx, apply, client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
+		return ctrl.Result{}, fmt.Errorf("apply status: %w", err)
+	}
+	return res, nil
 }
+
+// fieldOwner manages the status fields the controller applies.
+const fieldOwner = "redislock-controller"
 
 // forceRelease frees the lock once and removes the annotation.
 func (r *RedisLockReconciler) forceRelease(ctx context.Context, rl *v1alpha1.RedisLock, lc *redislock.Client, name string) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -501,4 +502,172 @@ func TestTLSWithCAFromSecret(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitLock(t, rl, 5*time.Second, "the holder over TLS", func(got *v1alpha1.RedisLock) bool { return got.Status.HolderIdentity == "tls-pod" })
+}
+
+// countEvents counts the events of reason on ns/name.
+func countEvents(t *testing.T, ns, name, reason string) int {
+	t.Helper()
+	var list eventsv1.EventList
+	if err := k8s.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range list.Items {
+		if e.Regarding.Name == name && e.Reason == reason {
+			n += max(1, int(e.DeprecatedCount))
+			if e.Series != nil {
+				n += int(e.Series.Count) - 1
+			}
+		}
+	}
+	return n
+}
+
+// During a Redis outage the controller keeps looking every few
+// renewIntervals (never with the error backoff, which grows to many
+// minutes), reports the outage once, and shows the right state within a
+// resync of Redis's return.
+func TestOutageIsReportedOnceAndStatusRecoversWithinAResync(t *testing.T) {
+	s := redistest.Start(t, redisproc.Options{})
+	ns := namespace(t)
+	rl := redisLock(ns, "outage", v1alpha1.ModeStandalone, s.Addr)
+	create(t, rl)
+	waitLock(t, rl, 5*time.Second, "Ready", isCond(v1alpha1.ConditionReady, metav1.ConditionTrue, controllers.ReasonReady))
+	s.Kill()
+	waitLock(t, rl, 3*resync, "RedisReachable False", isCond(v1alpha1.ConditionRedisReachable, metav1.ConditionFalse, controllers.ReasonNoQuorum))
+	waitEvent(t, ns, "outage", controllers.EventRedisUnreachable)
+	// Many looks later (one every 4 renewIntervals, 800ms), still one
+	// event: a lasting fault is told once.
+	before := redisErrors(t, ns, "outage")
+	waitFor(t, 10*time.Second, "the controller to look again three times", func() bool { return redisErrors(t, ns, "outage") >= before+3 })
+	if n := countEvents(t, ns, "outage", controllers.EventRedisUnreachable); n != 1 {
+		t.Fatalf("%d RedisUnreachable events for one outage; want 1", n)
+	}
+	if err := s.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	back := time.Now()
+	waitLock(t, rl, resync+2*time.Second, "Ready again", isCond(v1alpha1.ConditionReady, metav1.ConditionTrue, controllers.ReasonReady))
+	t.Logf("status Ready %v after Redis came back (resync %v)", time.Since(back).Round(time.Millisecond), resync)
+}
+
+// redisErrors reads redislock_redis_errors_total of ns/name from the
+// controller's registry.
+func redisErrors(t *testing.T, ns, name string) float64 {
+	t.Helper()
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n float64
+	for _, f := range families {
+		if f.GetName() != "redislock_redis_errors_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["namespace"] == ns && labels["name"] == name {
+				n += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return n
+}
+
+// Status tells the truth (D1): in Redlock mode a holder is shown only when
+// a majority of nodes holds its value; a key without an expiry is flagged;
+// leaderTransitions counts changes even after Redis lost its counters.
+func TestStatusShowsOnlyAMajorityHolderAndFlagsKeysThatNeverExpire(t *testing.T) {
+	servers := redistest.StartN(t, 3)
+	ns := namespace(t)
+	rl := redisLock(ns, "truth", v1alpha1.ModeRedlock, servers[0].Addr, servers[1].Addr, servers[2].Addr)
+	create(t, rl)
+	key := "redislock:{" + ns + "/truth}"
+	clients := redistest.Clients(t, servers...)
+	ctx := context.Background()
+	// Two candidates split the nodes: neither leads.
+	for i, who := range []string{"x", "y"} {
+		v := redislock.Value{Token: strings.Repeat(fmt.Sprint(i+1), 32), Identity: who}
+		if err := clients[i].Set(ctx, key, v.String(), time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := clients[2].Set(ctx, key+":fence", 7, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	got := waitLock(t, rl, 3*resync, "Held=False with a split", isCond(v1alpha1.ConditionHeld, metav1.ConditionFalse, controllers.ReasonFree))
+	if got.Status.HolderIdentity != "" {
+		t.Fatalf("holder %q shown with no majority", got.Status.HolderIdentity)
+	}
+	for _, c := range clients {
+		if err := c.Del(ctx, key).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	l, err := holder(t, "a", servers...).Obtain(ctx, ns+"/truth", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitLock(t, rl, 3*resync, "held by a", func(got *v1alpha1.RedisLock) bool { return got.Status.HolderIdentity == "a" })
+	for _, c := range clients {
+		if err := c.Persist(ctx, key).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got = waitLock(t, rl, 3*resync, "NoExpiry", isCond(v1alpha1.ConditionReady, metav1.ConditionFalse, controllers.ReasonNoExpiry))
+	if c := condition(got, v1alpha1.ConditionHeld); c.Reason != controllers.ReasonNoExpiry || !strings.Contains(c.Message, "no expiry") {
+		t.Fatalf("Held %+v; want it to flag the key without an expiry", c)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitLock(t, rl, 3*resync, "free", func(got *v1alpha1.RedisLock) bool { return got.Status.HolderIdentity == "" })
+	// Redis loses everything; the next holder is still a transition.
+	for _, c := range clients {
+		if err := c.FlushAll(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitLock(t, rl, 3*resync, "free after the flush", isCond(v1alpha1.ConditionHeld, metav1.ConditionFalse, controllers.ReasonFree))
+	if _, err := holder(t, "b", servers...).Obtain(ctx, ns+"/truth", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	got = waitLock(t, rl, 3*resync, "held by b", func(got *v1alpha1.RedisLock) bool { return got.Status.HolderIdentity == "b" })
+	if got.Status.LeaderTransitions != 1 {
+		t.Fatalf("leaderTransitions %d after a, then b (with Redis flushed between); want 1", got.Status.LeaderTransitions)
+	}
+}
+
+// waitFor polls cond every 20ms until it holds, failing t after timeout.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Two Redlock addresses that reach one server are refused at run time,
+// naming both: the server would count twice in the quorum.
+func TestRedlockNodesThatAreOneServerAreRefused(t *testing.T) {
+	servers := redistest.StartN(t, 2)
+	_, port, err := net.SplitHostPort(servers[0].Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alias := net.JoinHostPort("localhost", port)
+	ns := namespace(t)
+	rl := redisLock(ns, "twice", v1alpha1.ModeRedlock, servers[0].Addr, alias, servers[1].Addr)
+	create(t, rl)
+	got := waitLock(t, rl, 3*resync, "InvalidSpec", isCond(v1alpha1.ConditionReady, metav1.ConditionFalse, controllers.ReasonInvalidSpec))
+	if c := condition(got, v1alpha1.ConditionReady); !strings.Contains(c.Message, servers[0].Addr) || !strings.Contains(c.Message, alias) {
+		t.Fatalf("Ready %+v; want the message to name %s and %s", c, servers[0].Addr, alias)
+	}
 }

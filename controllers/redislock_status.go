@@ -24,6 +24,7 @@ const (
 	ReasonFree           = "Free"
 	ReasonUnknown        = "Unknown"
 	ReasonReachable      = "Reachable"
+	ReasonNoExpiry       = "NoExpiry"
 )
 
 // setCondition sets one condition at the object's generation.
@@ -80,19 +81,29 @@ func applyHolder(rl *v1alpha1.RedisLock, h redislock.Holder, err error, now time
 		return false
 	}
 	setCondition(rl, v1alpha1.ConditionRedisReachable, metav1.ConditionTrue, ReasonReachable, fmt.Sprintf("%d of %d nodes answered", reachable(h), len(h.Nodes)))
-	if err != nil {
+	switch {
+	case err != nil:
 		setCondition(rl, v1alpha1.ConditionReady, metav1.ConditionFalse, reasonFor(err), err.Error())
 		setCondition(rl, v1alpha1.ConditionHeld, metav1.ConditionFalse, reasonFor(err), err.Error())
-	} else {
+	case h.NoExpiry:
+		msg := fmt.Sprintf("held by %s, but its key has no expiry (PERSIST?): if the holder dies the lock never frees itself; force-release it", h.Identity)
+		setCondition(rl, v1alpha1.ConditionReady, metav1.ConditionFalse, ReasonNoExpiry, msg)
+		setCondition(rl, v1alpha1.ConditionHeld, metav1.ConditionTrue, ReasonNoExpiry, msg)
+	default:
 		setCondition(rl, v1alpha1.ConditionReady, metav1.ConditionTrue, ReasonReady, "lock state read from Redis")
 		if h.Identity != "" {
 			setCondition(rl, v1alpha1.ConditionHeld, metav1.ConditionTrue, ReasonHeld, "held by "+h.Identity)
 		} else {
-			setCondition(rl, v1alpha1.ConditionHeld, metav1.ConditionFalse, ReasonFree, "no holder")
+			setCondition(rl, v1alpha1.ConditionHeld, metav1.ConditionFalse, ReasonFree, "no holder on a majority of nodes")
 		}
 	}
-	hadHolder := st.FencingToken > 0 // some acquisition was seen before
-	st.FencingToken = h.Fence
+	// The token is a holder's: the last one seen stays while the lock is
+	// free (a failed attempt may have left a counter on a node, Redis may
+	// have lost them all), so a token says some holder was seen before.
+	hadHolder := st.FencingToken > 0
+	if h.Identity != "" {
+		st.FencingToken = h.Fence
+	}
 	if h.Identity == st.HolderIdentity {
 		return false
 	}

@@ -3,6 +3,7 @@ package agent
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+
+	"github.com/redislock/redislock/pkg/redislock"
 )
 
 func TestNewRejectsEachBrokenRule(t *testing.T) {
@@ -101,5 +104,19 @@ func TestWriteStatusReplacesTheFileWhole(t *testing.T) {
 	}
 	if err := writeStatus(filepath.Join(dir, "missing", "leader.json"), Status{}); err == nil || !strings.Contains(err.Error(), "agent: leader file") {
 		t.Errorf("write into a missing directory: %v, want an agent: leader file error", err)
+	}
+}
+
+// /leader tells an outage from a healthy standby: the elector's reason for
+// failing campaigns is the answer's error; a standby that only found a
+// holder has none.
+func TestStatusCarriesTheCampaignError(t *testing.T) {
+	down := fmt.Errorf("renew: %w: node 0: connection refused", redislock.ErrNoQuorum)
+	st := statusOf("a", "shop/worker", redislock.State{Leader: "b", Err: down})
+	if st.Leading || st.Error != down.Error() || st.Holder != "b" {
+		t.Errorf("standby with Redis down: %+v; want not leading, the error, the last holder", st)
+	}
+	if st := statusOf("a", "shop/worker", redislock.State{Leader: "b"}); st.Error != "" {
+		t.Errorf("healthy standby: error %q, want none", st.Error)
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/redislock/redislock/internal/redisconn"
 )
 
 // Command runs `redislock agent` with args until ctx ends.
@@ -27,6 +29,7 @@ func Command(ctx context.Context, args []string) error {
 	}
 	log := zap.New(zap.UseFlagOptions(&zapOpts))
 	ctrl.SetLogger(log)
+	redisconn.RouteRedisLogs(log)
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("agent: kubeconfig: %w", err)

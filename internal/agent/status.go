@@ -25,8 +25,11 @@ type Status struct {
 	ValidUntil *time.Time `json:"validUntil,omitempty"`
 	// ObservedAt is the instant the answer is true of.
 	ObservedAt time.Time `json:"observedAt"`
-	// Error says why the agent is not campaigning, when it is not (for
-	// example the RedisLock cannot be read).
+	// Error says why the agent cannot campaign, or why its last attempt
+	// failed for a reason other than another pod's leading: the RedisLock
+	// cannot be read, Redis is unreachable, the restart guard holds the
+	// lock back, the key holds a value this project did not write. Empty
+	// while it leads or a healthy standby.
 	Error string `json:"error,omitempty"`
 }
 
@@ -37,6 +40,9 @@ func statusOf(identity, lock string, s redislock.State) Status {
 		st.FencingToken = s.Fence
 		until := s.ValidUntil
 		st.ValidUntil = &until
+	}
+	if s.Err != nil {
+		st.Error = s.Err.Error()
 	}
 	return st
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/redislock/redislock/api/v1alpha1"
 	"github.com/redislock/redislock/controllers"
 	"github.com/redislock/redislock/internal/inject"
+	"github.com/redislock/redislock/internal/redisconn"
 	"github.com/redislock/redislock/internal/webhookcert"
 	"github.com/redislock/redislock/pkg/election"
 )
@@ -79,6 +80,7 @@ func Run(ctx context.Context, args []string) error {
 	}
 	log := zap.New(zap.UseFlagOptions(&zapOpts))
 	ctrl.SetLogger(log)
+	redisconn.RouteRedisLogs(log)
 
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {

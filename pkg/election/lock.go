@@ -163,7 +163,7 @@ func (l *Lock) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord
 		return fmt.Errorf("election: create for %q by %q: a Lock acquires only for its own identity", ler.HolderIdentity, l.client.Identity())
 	}
 	held, err := l.client.Obtain(ctx, l.name, l.ttl)
-	if errors.Is(err, redislock.ErrNotObtained) {
+	if errors.Is(err, redislock.ErrNotObtained) || errors.Is(err, redislock.ErrGuarded) {
 		return apierrors.NewConflict(resource, l.name, err)
 	}
 	if err != nil {

@@ -80,6 +80,8 @@ func Result(err error) string {
 		return "ok"
 	case errors.Is(err, redislock.ErrNotObtained):
 		return "not_obtained"
+	case errors.Is(err, redislock.ErrGuarded):
+		return "guarded"
 	case errors.Is(err, redislock.ErrLockLost):
 		return "lost"
 	case errors.Is(err, redislock.ErrNoQuorum):

@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/go-logr/logr"
 )
 
 // ElectorOptions configures an Elector.
@@ -43,6 +45,7 @@ type Elector struct {
 	lock   *Lock
 	held   context.Context
 	leader string
+	err    error // why the last attempt failed, unless another holds the lock
 }
 
 // NewElector checks o and returns an Elector; it does no I/O. Invalid
@@ -95,6 +98,12 @@ type State struct {
 	// the last successful renewal plus RenewDeadline), else the zero time.
 	// Leading turns false at this instant whether or not Redis answers.
 	ValidUntil time.Time
+	// Err is why the last campaign attempt failed, when it was not because
+	// another candidate holds the lock: Redis unreachable (ErrNoQuorum),
+	// the restart guard (ErrGuarded), a key this package did not write
+	// (ErrMalformedValue). Nil while leading, and after an attempt that
+	// found a holder.
+	Err error
 
 	lock *Lock
 	held context.Context
@@ -105,14 +114,14 @@ type State struct {
 // clock was read, the answer is still true of At.
 func (e *Elector) State() State {
 	e.mu.Lock()
-	l, held, leader := e.lock, e.held, e.leader
+	l, held, leader, err := e.lock, e.held, e.leader, e.err
 	e.mu.Unlock()
-	s := State{At: e.c.opts.Clock.Now(), Leader: leader}
+	s := State{At: e.c.opts.Clock.Now(), Leader: leader, Err: err}
 	if l == nil || held.Err() != nil {
 		return s
 	}
 	if until := l.after(e.o.RenewDeadline); s.At.Before(until) {
-		s.Leading, s.Leader, s.Fence, s.ValidUntil, s.lock, s.held = true, e.c.opts.Identity, l.Fence(), until, l, held
+		s.Leading, s.Leader, s.Fence, s.ValidUntil, s.lock, s.held, s.Err = true, e.c.opts.Identity, l.Fence(), until, l, held, nil
 	}
 	return s
 }
@@ -150,17 +159,51 @@ func (e *Elector) Run(ctx context.Context) error {
 		var wait time.Duration
 		switch {
 		case err == nil:
+			e.setErr(log, nil)
 			e.lead(ctx, l)
-		case errors.Is(err, ErrNotObtained):
+		case errors.Is(err, ErrNotObtained), errors.Is(err, ErrGuarded):
 			e.observe(h.identity)
+			// A holder is no fault; a foreign value or the guard are
+			// worth telling (once), though waiting is all there is to do.
+			if errors.Is(err, ErrMalformedValue) || errors.Is(err, ErrGuarded) {
+				e.setErr(log, err)
+			} else {
+				e.setErr(log, nil)
+			}
 			wait = e.afterRefusal(h)
 		case ctx.Err() == nil:
 			wait = jitter(e.o.RenewInterval)
-			log.Info("campaign attempt failed", "error", err.Error(), "retryIn", wait.String())
+			e.setErr(log, err)
+			log.V(1).Info("campaign attempt failed", "error", err.Error(), "retryIn", wait.String())
 		}
 		timer.Stop()
 		timer.Reset(wait)
 	}
+}
+
+// setErr records why the last attempt failed (nil: it did not fail, or
+// found a holder), and logs a new reason once rather than at every attempt.
+func (e *Elector) setErr(log logr.Logger, err error) {
+	e.mu.Lock()
+	prev := e.err
+	e.err = err
+	e.mu.Unlock()
+	switch {
+	case err != nil && (prev == nil || !errors.Is(err, sentinelOf(prev))):
+		log.Info("cannot campaign", "error", err.Error())
+	case err == nil && prev != nil:
+		log.Info("campaigning again", "after", prev.Error())
+	}
+}
+
+// sentinelOf returns the sentinel of this package that err wraps, or err.
+func sentinelOf(err error) error {
+	for _, s := range []error{ErrGuarded, ErrMalformedValue, ErrNoQuorum, ErrInvalidOptions} {
+		if errors.Is(err, s) {
+			return s
+		}
+	}
+	return err
 }
 
 // afterRefusal is how long to wait after an attempt that found h. A holder

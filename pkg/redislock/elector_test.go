@@ -2,6 +2,7 @@ package redislock_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"testing"
@@ -196,4 +197,46 @@ func TestElectorStepsDownWhileRedisIsDownAndComesBack(t *testing.T) {
 	if terms := j.check(t); terms != 2 {
 		t.Fatalf("%d leaderships, want 2", terms)
 	}
+}
+
+// D1: a standby that cannot campaign says why in its State: a key this
+// package did not write, the restart guard, Redis down. A healthy standby,
+// which only found a holder, reports no error.
+func TestElectorStateSaysWhyItCannotCampaign(t *testing.T) {
+	s := redistest.Start(t, redisproc.Options{})
+	timing := redislock.Timing{TTL: 2 * time.Second, RenewInterval: 200 * time.Millisecond, RenewDeadline: 1200 * time.Millisecond}
+	var j journal
+	guarded, err := redislock.New(redistest.Clients(t, s), &redislock.Options{Identity: "guarded", NodeTimeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := start(j.elector(t, guarded, "why", timing))
+	defer c.stop()
+	stateErr := func(target error) func() bool {
+		return func() bool { return errors.Is(c.e.State().Err, target) }
+	}
+	// The node just started: the guard holds the lock back for a ttl.
+	waitFor(t, 5*time.Second, "ErrGuarded in the state", stateErr(redislock.ErrGuarded))
+	waitFor(t, 3*timing.TTL, "leadership once the guard lifts", c.e.IsLeader)
+	if err := c.e.State().Err; err != nil {
+		t.Fatalf("leading with Err %v", err)
+	}
+
+	standby := start(j.elector(t, newClient(t, "standby", s), "why", timing))
+	defer standby.stop()
+	waitFor(t, 5*time.Second, "the standby to see the leader", func() bool { return standby.e.Leader() == "guarded" })
+	if err := standby.e.State().Err; err != nil {
+		t.Fatalf("a healthy standby reports %v", err)
+	}
+	c.stop()
+	waitFor(t, 5*time.Second, "the standby to lead", standby.e.IsLeader)
+	standby.stop()
+
+	set(t, s, lockKey("why"), "not ours")
+	foreign := start(j.elector(t, newClient(t, "foreign", s), "why", timing))
+	defer foreign.stop()
+	waitFor(t, 5*time.Second, "ErrMalformedValue in the state", func() bool { return errors.Is(foreign.e.State().Err, redislock.ErrMalformedValue) })
+
+	s.Kill()
+	waitFor(t, 5*time.Second, "ErrNoQuorum in the state", func() bool { return errors.Is(foreign.e.State().Err, redislock.ErrNoQuorum) })
 }

@@ -1,6 +1,10 @@
 package redislock
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+	"time"
+)
 
 // Sentinel errors. Every error this package returns wraps one of them, so
 // callers branch with errors.Is and never on message text.
@@ -8,6 +12,13 @@ var (
 	// ErrNotObtained means the lock is held by another token on a majority
 	// of nodes. It is the normal outcome of losing a race, not a fault.
 	ErrNotObtained = errors.New("redislock: not obtained")
+
+	// ErrGuarded means the restart guard holds the lock back: a majority
+	// of nodes started less than a ttl ago and hold no record of the lock,
+	// so a holder from before their restart may still believe it holds it.
+	// Nobody holds it now, and it can be granted once the wait is over (see
+	// GuardedError); it is not ErrNotObtained.
+	ErrGuarded = errors.New("redislock: held back by the restart guard")
 
 	// ErrNoQuorum means too few nodes answered (down, slow, or refusing
 	// the command) to decide. The wrapped errors name the nodes and why.
@@ -37,3 +48,20 @@ var (
 	// did not write, or wrote in a format version it does not know.
 	ErrMalformedValue = errors.New("redislock: malformed value")
 )
+
+// GuardedError is the error, wrapping ErrGuarded, of an acquisition the
+// restart guard refused. Get it with errors.As to learn when to try again.
+type GuardedError struct {
+	// Name is the lock's name.
+	Name string
+	// Wait is how long until a majority of nodes may grant the lock, as
+	// the nodes reported it (at most a ttl and a second).
+	Wait time.Duration
+}
+
+func (e *GuardedError) Error() string {
+	return fmt.Sprintf("%v: %q: a majority of nodes started less than a ttl ago and hold no record of the lock, so a holder from before a restart may still act; it can be granted in %v (see Options.AssumeDurable)", ErrGuarded, e.Name, e.Wait)
+}
+
+// Unwrap returns ErrGuarded.
+func (e *GuardedError) Unwrap() error { return ErrGuarded }

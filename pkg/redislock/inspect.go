@@ -9,9 +9,14 @@ import (
 
 // Holder is what Inspect saw of a lock.
 type Holder struct {
-	// Identity names the holder on a majority of nodes; "" when the lock
-	// is free.
+	// Identity names the holder on a majority of nodes; "" when no value
+	// holds a majority: the lock is free, or split among candidates none
+	// of whom leads.
 	Identity string
+	// NoExpiry reports that the holder's keys do not expire (someone ran
+	// PERSIST, or wrote the key by hand): the lock will never free itself
+	// if its holder dies. FreeIn is then the largest duration.
+	NoExpiry bool
 	// Fence is the holder's fencing token while the lock is held (the
 	// counter of the nodes that hold its value), and the latest token
 	// handed out while it is free (the highest counter among the nodes that
@@ -102,7 +107,10 @@ func (c *Client) inspect(ctx context.Context, name string) (Holder, string, erro
 		return h, "", nil // a majority is free
 	}
 	seen, err := c.describeHolder(holders)
-	h.Identity, h.FreeIn = seen.identity, seen.free
+	if seen.split {
+		return h, "", nil // no one holds a majority, so no one leads
+	}
+	h.Identity, h.FreeIn, h.NoExpiry = seen.identity, seen.free, seen.free == noExpiry
 	if seen.fence > 0 {
 		h.Fence = seen.fence
 	}

@@ -72,8 +72,10 @@ func (l *Lock) Valid() bool {
 // a fresh token on every node at once, each bounded by NodeTimeout. It
 // succeeds when a majority granted it and time is left of the ttl after the
 // elapsed time and the drift allowance; otherwise it releases what it took
-// and returns an error wrapping ErrNotObtained (held by another) or
-// ErrNoQuorum (too few nodes answered, or too slowly).
+// and returns an error wrapping ErrNotObtained (held by another),
+// ErrGuarded (free, but the restart guard holds it back for a while: a
+// *GuardedError says how long) or ErrNoQuorum (too few nodes answered, or
+// too slowly).
 func (c *Client) Obtain(ctx context.Context, name string, ttl time.Duration) (*Lock, error) {
 	l, _, err := c.obtain(ctx, name, ttl)
 	return l, err
@@ -177,7 +179,7 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, st
 			return nil, h, fmt.Errorf("%w: %q is held by a value this package did not write: %w", ErrNotObtained, keys.name, err)
 		}
 		if h.value == "" {
-			return nil, h, fmt.Errorf("%w: %q: a majority of nodes started less than a ttl ago and hold no record of the lock, so a holder from before a restart may still act; granted in %v at the latest (see Options.AssumeDurable)", ErrNotObtained, keys.name, h.free)
+			return nil, h, &GuardedError{Name: keys.name, Wait: h.free}
 		}
 		return nil, h, fmt.Errorf("%w: %q is held by %q", ErrNotObtained, keys.name, h.identity)
 	}
@@ -244,6 +246,9 @@ func parseHeld(v []any) (heldReply, error) {
 	return heldReply{counter: counter, pttl: time.Duration(pttl) * time.Millisecond, value: value}, nil
 }
 
+// noExpiry is the wait for a key that never expires.
+const noExpiry = time.Duration(1<<63 - 1)
+
 // describeHolder tells who holds the lock on the nodes that refused it and
 // when a majority of them will be free. The holder is the value seen on
 // the most of them; an error wrapping ErrMalformedValue says it is not
@@ -257,8 +262,8 @@ func (c *Client) describeHolder(hs []heldReply) (held, error) {
 	top := ""
 	for i, h := range hs {
 		pttls[i] = h.pttl
-		if h.pttl < 0 { // no expiry: a key we did not write
-			pttls[i] = time.Duration(1<<63 - 1)
+		if h.pttl < 0 { // no expiry: PERSIST, or a key we did not write
+			pttls[i] = noExpiry
 		}
 		if h.guarded {
 			continue

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redislock/redislock/internal/redisproc"
 	"github.com/redislock/redislock/internal/redistest"
 	"github.com/redislock/redislock/pkg/redislock"
 )
@@ -263,5 +264,33 @@ func TestRedlockHolderRestoresAMissingKey(t *testing.T) {
 		if got := get(t, servers[i], lockKey("repair")); got != "" {
 			t.Fatalf("a failed renewal wrote %q on node %d", got, i)
 		}
+	}
+}
+
+// Two addresses that reach one server would count it twice in the quorum:
+// CheckIndependent refuses them, naming both.
+func TestCheckIndependentRefusesTwoAddressesOfOneServer(t *testing.T) {
+	servers := redistest.StartN(t, 2)
+	_, port, err := net.SplitHostPort(servers[0].Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alias := net.JoinHostPort("localhost", port)
+	nodes := append(redistest.Clients(t, servers...), redis.NewClient(&redis.Options{Addr: alias}))
+	t.Cleanup(func() { _ = nodes[2].Close() })
+	c, err := redislock.New(nodes, &redislock.Options{Identity: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.CheckIndependent(context.Background())
+	if !errors.Is(err, redislock.ErrInvalidOptions) || !strings.Contains(err.Error(), servers[0].Addr) || !strings.Contains(err.Error(), alias) {
+		t.Fatalf("CheckIndependent with %s twice: %v; want ErrInvalidOptions naming both addresses", servers[0].Addr, err)
+	}
+	independent, err := redislock.New(redistest.Clients(t, append(servers, redistest.Start(t, redisproc.Options{}))...), &redislock.Options{Identity: "y"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := independent.CheckIndependent(context.Background()); err != nil {
+		t.Fatalf("three independent servers: %v", err)
 	}
 }

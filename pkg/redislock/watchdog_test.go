@@ -3,7 +3,6 @@ package redislock_test
 import (
 	"context"
 	"errors"
-	"strings"
 	"testing"
 	"time"
 
@@ -142,8 +141,12 @@ func TestRedisRestartHolderStepsDownAndNobodyIsGrantedForATTL(t *testing.T) {
 
 	// The node just started and has no record of the lock: guarded.
 	_, err := a.Obtain(context.Background(), "amnesia", ttl)
-	if !errors.Is(err, redislock.ErrNotObtained) || !strings.Contains(err.Error(), "started less than a ttl ago") {
-		t.Fatalf("Obtain on a node up for less than a ttl: %v, want ErrNotObtained from the restart guard", err)
+	var guard *redislock.GuardedError
+	if !errors.As(err, &guard) || !errors.Is(err, redislock.ErrGuarded) || errors.Is(err, redislock.ErrNotObtained) {
+		t.Fatalf("Obtain on a node up for less than a ttl: %v, want a GuardedError (ErrGuarded, not ErrNotObtained)", err)
+	}
+	if guard.Wait <= 0 || guard.Wait > ttl+time.Second || guard.Name != "amnesia" {
+		t.Fatalf("GuardedError %+v: want the lock's name and a wait within the ttl and a second", guard)
 	}
 	var l *redislock.Lock
 	waitFor(t, 2*ttl, "the fresh node's guard to lift", func() bool {
@@ -175,7 +178,7 @@ func TestRedisRestartHolderStepsDownAndNobodyIsGrantedForATTL(t *testing.T) {
 		}
 		if lb, err = b.Obtain(context.Background(), "amnesia", ttl); err == nil {
 			granted = time.Now()
-		} else if !errors.Is(err, redislock.ErrNotObtained) && !errors.Is(err, redislock.ErrNoQuorum) {
+		} else if !errors.Is(err, redislock.ErrGuarded) && !errors.Is(err, redislock.ErrNoQuorum) {
 			t.Fatalf("b: %v", err)
 		}
 	}
