@@ -73,29 +73,39 @@ type RedisConnection struct {
 	// mode is Standalone (one server), Redlock (an odd number of
 	// independent servers), Sentinel (a master found through Sentinels) or
 	// Cluster.
+	// Immutable.
 	// +optional
 	// +kubebuilder:default=Standalone
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="mode cannot be changed on a live lock: it decides which servers hold the lock, and candidates already running would go on using the old value, so two could lead at once; create a new RedisLock instead"
 	Mode RedisMode `json:"mode,omitempty"`
 	// addrs are host:port addresses, without a scheme ("[::1]:6379" for
 	// IPv6): the server (Standalone), each independent server (Redlock),
-	// the Sentinels (Sentinel) or seed nodes (Cluster).
+	// the Sentinels (Sentinel) or seed nodes (Cluster). Ports run from 1
+	// to 65535. Host names are compared without regard to case, so
+	// "redis-a:6379" and "REDIS-A:6379" are one server, to list once.
+	// Immutable, though their order may change.
 	// +required
 	// +listType=set
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=15
-	// +kubebuilder:validation:items:Pattern=`^([^\s/:@\[\]]+|\[[0-9a-fA-F:.]+\]):[0-9]{1,5}$`
 	// +kubebuilder:validation:items:MaxLength=261
+	// +kubebuilder:validation:items:XValidation:rule="self.matches('^([A-Za-z0-9._-]+|[[][0-9A-Fa-f:.]+[]]):[0-9]{1,5}$') && int(self.substring(self.lastIndexOf(':') + 1)) >= 1 && int(self.substring(self.lastIndexOf(':') + 1)) <= 65535",message="each address must be host:port, with a port from 1 to 65535: a DNS name or IPv4 address (redis.redis.svc:6379, 10.0.0.7:6379), or an IPv6 address in brackets ([fd00::7]:6379); no scheme, user or path"
+	// +kubebuilder:validation:XValidation:rule="self.all(a, self.all(b, a == b || a.lowerAscii() != b.lowerAscii()))",messageExpression="'addrs ' + self.filter(x, self.exists(y, x != y && x.lowerAscii() == y.lowerAscii()))[0] + ' and ' + self.filter(b, b != self.filter(x, self.exists(y, x != y && x.lowerAscii() == y.lowerAscii()))[0] && b.lowerAscii() == self.filter(x, self.exists(y, x != y && x.lowerAscii() == y.lowerAscii()))[0].lowerAscii())[0] + ' name the same server: host names are compared without regard to case, so list each server once'"
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="addrs cannot be changed on a live lock: they are the servers that hold the lock, and candidates already running would go on using the old value, so two could lead at once; create a new RedisLock instead"
 	Addrs []string `json:"addrs"`
 	// masterName is the Sentinel master's name; Sentinel mode only.
+	// Immutable.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="masterName cannot be changed on a live lock: it names the master that holds the lock, and candidates already running would go on using the old value, so two could lead at once; create a new RedisLock instead"
 	MasterName string `json:"masterName,omitempty"`
-	// db is the database number; 0 in Cluster mode.
+	// db is the database number; 0 in Cluster mode. Immutable.
 	// +optional
 	// +kubebuilder:default=0
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=15
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="db cannot be changed on a live lock: it decides where the lock's key is, and candidates already running would go on using the old value, so two could lead at once; create a new RedisLock instead"
 	DB *int32 `json:"db,omitempty"`
 	// usernameSecretRef names the ACL username. Unset: the default user.
 	// +optional
@@ -107,13 +117,14 @@ type RedisConnection struct {
 	// +optional
 	TLS *RedisTLS `json:"tls,omitempty"`
 	// nodeTimeout bounds each call to each node; it must be shorter than
-	// ttl. Redlock advises a small fraction of the ttl.
+	// ttl. Redlock advises a small fraction of the ttl. A duration as Go
+	// writes it (200ms, 0.5s), from 1ms to 8760h.
 	// +optional
 	// +kubebuilder:default="200ms"
 	// +kubebuilder:validation:Type=string
-	// +kubebuilder:validation:Format=duration
-	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1ms')",message="nodeTimeout must be at least 1ms"
-	NodeTimeout *metav1.Duration `json:"nodeTimeout,omitempty"`
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="self.matches('^((0*[0-9]{1,4}([.][0-9]*)?|[.][0-9]+)h|(0*[0-9]{1,6}([.][0-9]*)?|[.][0-9]+)m|(0*[0-9]{1,8}([.][0-9]*)?|[.][0-9]+)s|(0*[0-9]{1,11}([.][0-9]*)?|[.][0-9]+)ms|(0*[0-9]{1,14}([.][0-9]*)?|[.][0-9]+)(us|µs|μs)|(0*[0-9]{1,17}([.][0-9]*)?|[.][0-9]+)ns)+$') && duration(self) >= duration('1ms') && duration(self) <= duration('8760h')",message="nodeTimeout must be a duration from 1ms to 8760h, written as in 15s, 1m30s, 500ms or 1.5h: numbers, each followed by a unit (ns, us, ms, s, m or h), without spaces; for days, use hours (24h)"
+	NodeTimeout *Duration `json:"nodeTimeout,omitempty"`
 	// waitReplicas is how many of the master's replicas must acknowledge
 	// each acquisition and renewal (Redis WAIT, within nodeTimeout) before
 	// it counts; Sentinel mode only, default 1. A Sentinel failover then
@@ -127,16 +138,35 @@ type RedisConnection struct {
 }
 
 // RedisLockSpec declares one named lock.
-// +kubebuilder:validation:XValidation:rule="duration(self.renewInterval) < duration(self.renewDeadline)",message="renewInterval must be shorter than renewDeadline",fieldPath=".renewInterval"
-// +kubebuilder:validation:XValidation:rule="duration(self.renewDeadline) < duration(self.ttl)",message="renewDeadline must be shorter than ttl",fieldPath=".renewDeadline"
-// +kubebuilder:validation:XValidation:rule="!has(self.redis.nodeTimeout) || duration(self.redis.nodeTimeout) < duration(self.ttl)",message="redis.nodeTimeout must be shorter than ttl",fieldPath=".redis.nodeTimeout"
+//
+// Each duration field's rule matches the string against a pattern before
+// it calls duration(): the pattern is what Go's time.ParseDuration reads
+// (without a sign), with each number's integer part short enough for its
+// unit (at most 9999h, 999999m, ... 17 digits of ns) that no string of the
+// fields' 64 characters can overflow, while every value up to 8760h fits.
+// So the API server stores only what the controller, the plugin and the
+// agent can decode, and no rule fails to evaluate.
+//
+// The timing rules below compare effective values: an unset renewInterval
+// or renewDeadline is derived from ttl as the lock engine derives it (2/15
+// and 2/3 of it: redislock.Timing), and renewDeadline must leave the
+// engine's allowance for clock drift (1% of ttl + 2ms), so that the API
+// server accepts a timing exactly when the engine does. Each first checks
+// the durations it reads as their fields' rules do, so that a bad duration
+// gets one message, its field's.
+// +kubebuilder:validation:XValidation:rule="![self.ttl, self.?renewInterval.orValue('1s'), self.?renewDeadline.orValue('1s')].all(d, d.matches('^((0*[0-9]{1,4}([.][0-9]*)?|[.][0-9]+)h|(0*[0-9]{1,6}([.][0-9]*)?|[.][0-9]+)m|(0*[0-9]{1,8}([.][0-9]*)?|[.][0-9]+)s|(0*[0-9]{1,11}([.][0-9]*)?|[.][0-9]+)ms|(0*[0-9]{1,14}([.][0-9]*)?|[.][0-9]+)(us|µs|μs)|(0*[0-9]{1,17}([.][0-9]*)?|[.][0-9]+)ns)+$') && duration(d) >= duration('1ms') && duration(d) <= duration('8760h')) || (has(self.renewInterval) ? int(duration(self.renewInterval)) : int(duration(self.ttl)) * 2 / 15) < (has(self.renewDeadline) ? int(duration(self.renewDeadline)) : int(duration(self.ttl)) * 2 / 3)",messageExpression="'renewInterval ' + (has(self.renewInterval) ? self.renewInterval : '(unset: 2/15 of ttl ' + self.ttl + ')') + ' must be shorter than renewDeadline ' + (has(self.renewDeadline) ? self.renewDeadline : '(unset: 2/3 of ttl ' + self.ttl + ')')",fieldPath=".renewInterval"
+// +kubebuilder:validation:XValidation:rule="![self.ttl, self.?renewDeadline.orValue('1s')].all(d, d.matches('^((0*[0-9]{1,4}([.][0-9]*)?|[.][0-9]+)h|(0*[0-9]{1,6}([.][0-9]*)?|[.][0-9]+)m|(0*[0-9]{1,8}([.][0-9]*)?|[.][0-9]+)s|(0*[0-9]{1,11}([.][0-9]*)?|[.][0-9]+)ms|(0*[0-9]{1,14}([.][0-9]*)?|[.][0-9]+)(us|µs|μs)|(0*[0-9]{1,17}([.][0-9]*)?|[.][0-9]+)ns)+$') && duration(d) >= duration('1ms') && duration(d) <= duration('8760h')) || (has(self.renewDeadline) ? int(duration(self.renewDeadline)) : int(duration(self.ttl)) * 2 / 3) < int(duration(self.ttl)) - int(duration(self.ttl)) / 100 - 2000000",messageExpression="'renewDeadline ' + (has(self.renewDeadline) ? self.renewDeadline : '(unset: 2/3 of ttl ' + self.ttl + ')') + ' must be shorter than ttl ' + self.ttl + ' less the allowance for clock drift, 1% of ttl + 2ms'",fieldPath=".renewDeadline"
+// +kubebuilder:validation:XValidation:rule="![self.ttl, self.redis.nodeTimeout].all(d, d.matches('^((0*[0-9]{1,4}([.][0-9]*)?|[.][0-9]+)h|(0*[0-9]{1,6}([.][0-9]*)?|[.][0-9]+)m|(0*[0-9]{1,8}([.][0-9]*)?|[.][0-9]+)s|(0*[0-9]{1,11}([.][0-9]*)?|[.][0-9]+)ms|(0*[0-9]{1,14}([.][0-9]*)?|[.][0-9]+)(us|µs|μs)|(0*[0-9]{1,17}([.][0-9]*)?|[.][0-9]+)ns)+$') && duration(d) >= duration('1ms') && duration(d) <= duration('8760h')) || duration(self.redis.nodeTimeout) < duration(self.ttl)",messageExpression="'redis.nodeTimeout ' + self.redis.nodeTimeout + ' must be shorter than ttl ' + self.ttl",fieldPath=".redis.nodeTimeout"
+// +kubebuilder:validation:XValidation:rule="has(self.lockName) == has(oldSelf.lockName) && (!has(self.lockName) || self.lockName == oldSelf.lockName)",messageExpression="'lockName cannot be changed, set or unset on a live lock (from ' + (has(oldSelf.lockName) ? '\"' + oldSelf.lockName + '\"' : 'unset') + ' to ' + (has(self.lockName) ? '\"' + self.lockName + '\"' : 'unset') + '): it names the key in Redis, and candidates already running would go on using the old value, so two could lead at once; create a new RedisLock instead'",fieldPath=".lockName"
 type RedisLockSpec struct {
 	// redis says how to reach the Redis deployment that holds the lock.
 	// +required
 	Redis RedisConnection `json:"redis"`
 	// lockName names the lock within this namespace; the lock in Redis is
 	// "<namespace>/<lockName>", so locks of different namespaces never
-	// meet. Default: the object's name.
+	// meet. Default: the object's name. Immutable: it can be neither
+	// changed nor set or unset once the object exists, even to the
+	// object's name.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
@@ -144,30 +174,31 @@ type RedisLockSpec struct {
 	LockName string `json:"lockName,omitempty"`
 	// ttl is how long the lock lives after each acquire or renew, as
 	// client-go's LeaseDuration: a crashed holder is replaced after at
-	// most this long. A whole number of milliseconds (the controller
-	// reports other values in the Ready condition).
+	// most this long. A duration as Go writes it (15s, 1m30s, 1.5h), in
+	// whole milliseconds, from 1ms to 8760h.
 	// +optional
 	// +kubebuilder:default="15s"
 	// +kubebuilder:validation:Type=string
-	// +kubebuilder:validation:Format=duration
-	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1ms')",message="ttl must be at least 1ms"
-	TTL *metav1.Duration `json:"ttl,omitempty"`
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="self.matches('^((0*[0-9]{1,4}([.][0-9]*)?|[.][0-9]+)h|(0*[0-9]{1,6}([.][0-9]*)?|[.][0-9]+)m|(0*[0-9]{1,8}([.][0-9]*)?|[.][0-9]+)s|(0*[0-9]{1,11}([.][0-9]*)?|[.][0-9]+)ms|(0*[0-9]{1,14}([.][0-9]*)?|[.][0-9]+)(us|µs|μs)|(0*[0-9]{1,17}([.][0-9]*)?|[.][0-9]+)ns)+$') && duration(self) >= duration('1ms') && duration(self) <= duration('8760h') && int(duration(self)) % 1000000 == 0",message="ttl must be a duration in whole milliseconds from 1ms to 8760h, written as in 15s, 1m30s, 500ms or 1.5h: numbers, each followed by a unit (ns, us, ms, s, m or h), without spaces; for days, use hours (24h)"
+	TTL *Duration `json:"ttl,omitempty"`
 	// renewInterval is how often the holder renews, as client-go's
-	// RetryPeriod.
+	// RetryPeriod; shorter than renewDeadline. Unset: 2/15 of ttl (2s of
+	// the default 15s). A duration from 1ms to 8760h.
 	// +optional
-	// +kubebuilder:default="2s"
 	// +kubebuilder:validation:Type=string
-	// +kubebuilder:validation:Format=duration
-	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1ms')",message="renewInterval must be at least 1ms"
-	RenewInterval *metav1.Duration `json:"renewInterval,omitempty"`
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="self.matches('^((0*[0-9]{1,4}([.][0-9]*)?|[.][0-9]+)h|(0*[0-9]{1,6}([.][0-9]*)?|[.][0-9]+)m|(0*[0-9]{1,8}([.][0-9]*)?|[.][0-9]+)s|(0*[0-9]{1,11}([.][0-9]*)?|[.][0-9]+)ms|(0*[0-9]{1,14}([.][0-9]*)?|[.][0-9]+)(us|µs|μs)|(0*[0-9]{1,17}([.][0-9]*)?|[.][0-9]+)ns)+$') && duration(self) >= duration('1ms') && duration(self) <= duration('8760h')",message="renewInterval must be a duration from 1ms to 8760h, written as in 15s, 1m30s, 500ms or 1.5h: numbers, each followed by a unit (ns, us, ms, s, m or h), without spaces; for days, use hours (24h)"
+	RenewInterval *Duration `json:"renewInterval,omitempty"`
 	// renewDeadline is how long the holder keeps trying to renew before it
-	// steps down, as client-go's RenewDeadline.
+	// steps down, as client-go's RenewDeadline; shorter than ttl less 1% of
+	// ttl and 2ms (the allowance for clock drift). Unset: 2/3 of ttl (10s
+	// of the default 15s). A duration from 1ms to 8760h.
 	// +optional
-	// +kubebuilder:default="10s"
 	// +kubebuilder:validation:Type=string
-	// +kubebuilder:validation:Format=duration
-	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1ms')",message="renewDeadline must be at least 1ms"
-	RenewDeadline *metav1.Duration `json:"renewDeadline,omitempty"`
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="self.matches('^((0*[0-9]{1,4}([.][0-9]*)?|[.][0-9]+)h|(0*[0-9]{1,6}([.][0-9]*)?|[.][0-9]+)m|(0*[0-9]{1,8}([.][0-9]*)?|[.][0-9]+)s|(0*[0-9]{1,11}([.][0-9]*)?|[.][0-9]+)ms|(0*[0-9]{1,14}([.][0-9]*)?|[.][0-9]+)(us|µs|μs)|(0*[0-9]{1,17}([.][0-9]*)?|[.][0-9]+)ns)+$') && duration(self) >= duration('1ms') && duration(self) <= duration('8760h')",message="renewDeadline must be a duration from 1ms to 8760h, written as in 15s, 1m30s, 500ms or 1.5h: numbers, each followed by a unit (ns, us, ms, s, m or h), without spaces; for days, use hours (24h)"
+	RenewDeadline *Duration `json:"renewDeadline,omitempty"`
 	// deletionPolicy says what deleting this object does to the lock in
 	// Redis: Retain leaves it and its holder alone; Release deletes the
 	// current holder's key first, so the holder loses the lock at its next
@@ -175,6 +206,17 @@ type RedisLockSpec struct {
 	// +optional
 	// +kubebuilder:default=Retain
 	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
+}
+
+// EffectiveTiming is a lock's timing with the defaults applied, as the
+// lock engine uses it (redislock.Timing).
+type EffectiveTiming struct {
+	// ttl is spec.ttl.
+	TTL metav1.Duration `json:"ttl"`
+	// renewInterval is spec.renewInterval, or 2/15 of ttl when unset.
+	RenewInterval metav1.Duration `json:"renewInterval"`
+	// renewDeadline is spec.renewDeadline, or 2/3 of ttl when unset.
+	RenewDeadline metav1.Duration `json:"renewDeadline"`
 }
 
 // NodeStatus is one Redis node as the controller last saw it.
@@ -219,6 +261,11 @@ type RedisLockStatus struct {
 	// +optional
 	// +listType=atomic
 	Nodes []NodeStatus `json:"nodes,omitempty"`
+	// effectiveTiming is the timing candidates use for the lock: the spec's,
+	// with an unset renewInterval or renewDeadline derived from ttl. The
+	// controller sets it; kubectl get -o wide shows it.
+	// +optional
+	EffectiveTiming *EffectiveTiming `json:"effectiveTiming,omitempty"`
 	// observedGeneration is the generation the status was computed from.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
@@ -236,6 +283,8 @@ type RedisLockStatus struct {
 // +kubebuilder:printcolumn:name="Holder",type=string,JSONPath=`.status.holderIdentity`
 // +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.redis.mode`
 // +kubebuilder:printcolumn:name="TTL",type=string,JSONPath=`.spec.ttl`
+// +kubebuilder:printcolumn:name="RenewInterval",type=string,JSONPath=`.status.effectiveTiming.renewInterval`,priority=1
+// +kubebuilder:printcolumn:name="RenewDeadline",type=string,JSONPath=`.status.effectiveTiming.renewDeadline`,priority=1
 // +kubebuilder:printcolumn:name="Transitions",type=integer,JSONPath=`.status.leaderTransitions`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

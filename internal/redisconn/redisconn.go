@@ -18,7 +18,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
@@ -65,21 +64,44 @@ func LockName(rl *v1alpha1.RedisLock) string {
 	return rl.Namespace + "/" + name
 }
 
-// Timing returns the lock's timing from the spec; unset fields (the API
-// server fills them in) take the engine's defaults.
+// Timing returns the lock's timing as candidates use it: the spec's, with
+// an unset ttl taken as redislock.DefaultTTL (the API server defaults it to
+// the same 15s) and an unset renewInterval or renewDeadline derived from
+// ttl as redislock.Timing documents its defaults (2/15 and 2/3 of ttl). The
+// API server's rules check the same derived values, so a spec it accepts
+// passes CheckTiming; the client-go durations of the plugin and the
+// agent's publishing period come from here too, never zero.
 func Timing(rl *v1alpha1.RedisLock) redislock.Timing {
-	d := func(v *metav1.Duration) time.Duration {
+	d := func(v *v1alpha1.Duration) time.Duration {
 		if v == nil {
 			return 0
 		}
 		return v.Duration
 	}
-	return redislock.Timing{TTL: d(rl.Spec.TTL), RenewInterval: d(rl.Spec.RenewInterval), RenewDeadline: d(rl.Spec.RenewDeadline)}
+	return redislock.Timing{TTL: d(rl.Spec.TTL), RenewInterval: d(rl.Spec.RenewInterval), RenewDeadline: d(rl.Spec.RenewDeadline)}.WithDefaults()
+}
+
+// checkDurations reports the first duration field of rl that does not
+// parse: stored before the CRD refused such text, it decodes (see
+// v1alpha1.Duration) but cannot be used.
+func checkDurations(rl *v1alpha1.RedisLock) error {
+	for _, f := range []struct {
+		name string
+		d    *v1alpha1.Duration
+	}{{"spec.ttl", rl.Spec.TTL}, {"spec.renewInterval", rl.Spec.RenewInterval}, {"spec.renewDeadline", rl.Spec.RenewDeadline}, {"spec.redis.nodeTimeout", rl.Spec.Redis.NodeTimeout}} {
+		if err := f.d.Err(); err != nil {
+			return fmt.Errorf("%w: %s: %w (write it as Go does, such as 15s, 1m30s or 24h)", ErrInvalid, f.name, err)
+		}
+	}
+	return nil
 }
 
 // Resolve reads the Secrets rl names, through r, and returns its Config.
 // Errors wrap ErrSecret or ErrInvalid and name the field at fault.
 func Resolve(ctx context.Context, r client.Reader, rl *v1alpha1.RedisLock) (Config, error) {
+	if err := checkDurations(rl); err != nil {
+		return Config{}, err
+	}
 	c := rl.Spec.Redis
 	cfg := Config{Mode: c.Mode, Addrs: c.Addrs, MasterName: c.MasterName, NodeTimeout: redislock.DefaultNodeTimeout}
 	if cfg.Mode == "" {

@@ -126,6 +126,8 @@ func TestHelmChartRejectsBadValues(t *testing.T) {
 		{[]string{"webhook.certs=vault"}, "/webhook/certs"},
 		{[]string{"webhook.failurePolicy=Sometimes"}, "/webhook/failurePolicy"},
 		{[]string{"redis.addrs={redis}"}, "/redis/addrs/0"},
+		{[]string{"redis.addrs={redis:70000}"}, "/redis/addrs/0"},
+		{[]string{"redis.addrs={redis:0}"}, "/redis/addrs/0"},
 		{[]string{"redis.mode=Sentinel", "redis.addrs={s:26379}"}, "/redis/masterName"},
 		{[]string{"metrics.serviceMonitor.interval=often"}, "/metrics/serviceMonitor/interval"},
 		{[]string{"redis.addrs={a:1,b:2}"}, "/redis/addrs': maxItems: got 2, want 1"},
