@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/redis/go-redis/v9"
@@ -32,12 +33,17 @@ type use struct {
 }
 
 type cacheEntry struct {
-	lc     *redislock.Client
-	nodes  []redis.UniversalClient
-	subs   []*redis.PubSub
-	done   chan struct{} // closed when the entry closes
-	wg     sync.WaitGroup
-	byLock map[string]map[types.NamespacedName]bool // lock name -> RedisLocks
+	lc *redislock.Client
+	// eviction is the last CheckEviction's outcome, and evictionAt when
+	// it ran; both under the cache's mutex.
+	eviction   error
+	evictionAt time.Time
+	nodes      []redis.UniversalClient
+	subs       []*redis.PubSub
+	done       chan struct{} // closed when the entry closes
+	stop       func()        // ends the subscriptions' listeners
+	wg         sync.WaitGroup
+	byLock     map[string]map[types.NamespacedName]bool // lock name -> RedisLocks
 }
 
 func newClientCache(log logr.Logger, changed chan<- event.GenericEvent) *clientCache {
@@ -68,6 +74,28 @@ func (c *clientCache) get(ctx context.Context, nn types.NamespacedName, cfg redi
 	e.byLock[lock][nn] = true
 	c.users[nn] = use{key, lock}
 	return e.lc, nil
+}
+
+// evictionRisk returns the outcome of the nodes' eviction check for nn's
+// entry, checking again when the last check is older than every.
+func (c *clientCache) evictionRisk(ctx context.Context, nn types.NamespacedName, every time.Duration) error {
+	c.mu.Lock()
+	u, ok := c.users[nn]
+	e := c.entries[u.key]
+	if !ok || e == nil {
+		c.mu.Unlock()
+		return nil
+	}
+	if time.Since(e.evictionAt) < every {
+		defer c.mu.Unlock()
+		return e.eviction
+	}
+	c.mu.Unlock()
+	err := e.lc.CheckEviction(ctx)
+	c.mu.Lock()
+	e.eviction, e.evictionAt = err, time.Now()
+	c.mu.Unlock()
+	return err
 }
 
 // forget records that nn no longer watches anything.
@@ -128,16 +156,18 @@ func (c *clientCache) open(ctx context.Context, cfg redisconn.Config) (*cacheEnt
 		return nil, err
 	}
 	e := &cacheEntry{lc: lc, nodes: nodes, done: make(chan struct{}), byLock: map[string]map[types.NamespacedName]bool{}}
+	listen, stop := context.WithCancel(context.Background())
+	e.stop = stop
 	for _, n := range nodes {
-		// go-redis reconnects and resubscribes by itself after faults.
-		sub := n.PSubscribe(context.Background(), redislock.EventsPattern)
+		// KeepSubscribed resubscribes after faults, and after a
+		// resubscription the server refused.
+		sub := n.PSubscribe(listen, redislock.EventsPattern)
 		e.subs = append(e.subs, sub)
 		e.wg.Add(1)
 		go func() {
 			defer e.wg.Done()
-			for msg := range sub.Channel() {
-				c.notify(e, msg.Channel)
-			}
+			lc.KeepSubscribed(listen, sub, func(ctx context.Context) error { return sub.PSubscribe(ctx, redislock.EventsPattern) },
+				func(msg *redis.Message) { c.notify(e, msg.Channel) })
 		}()
 	}
 	return e, nil
@@ -167,6 +197,7 @@ func (c *clientCache) notify(e *cacheEntry, channel string) {
 
 func (e *cacheEntry) close() {
 	close(e.done)
+	e.stop()
 	for _, s := range e.subs {
 		_ = s.Close()
 	}

@@ -15,6 +15,10 @@ var (
 		Name: "redislock_observed_transitions_total",
 		Help: "Holder changes the controller saw, per RedisLock.",
 	}, []string{"namespace", "name"})
+	evictionRisk = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "redislock_eviction_risk",
+		Help: "1 when a node of the RedisLock has a memory limit and a policy that can evict lock keys, else 0.",
+	}, []string{"namespace", "name"})
 	redisErrorsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "redislock_redis_errors_total",
 		Help: "Failed inspections of a RedisLock's Redis, by reason.",
@@ -22,7 +26,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(holderInfo, transitionsTotal, redisErrorsTotal)
+	metrics.Registry.MustRegister(holderInfo, transitionsTotal, redisErrorsTotal, evictionRisk)
 }
 
 // setHolderMetric makes holder the one holder series of the lock.
@@ -39,4 +43,5 @@ func forgetMetrics(namespace, name string) {
 	holderInfo.DeletePartialMatch(l)
 	transitionsTotal.DeletePartialMatch(l)
 	redisErrorsTotal.DeletePartialMatch(l)
+	evictionRisk.DeletePartialMatch(l)
 }

@@ -101,6 +101,10 @@ func (r *RedisLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	}
 
 	before := rl.DeepCopy()
+	t := redisconn.Timing(&rl)
+	rl.Status.EffectiveTiming = &v1alpha1.EffectiveTiming{
+		TTL: metav1.Duration{Duration: t.TTL}, RenewInterval: metav1.Duration{Duration: t.RenewInterval}, RenewDeadline: metav1.Duration{Duration: t.RenewDeadline},
+	}
 	lc, err := r.lockClient(ctx, &rl)
 	if err != nil {
 		setUnusable(&rl, err)
@@ -119,6 +123,7 @@ func (r *RedisLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 
 	}
 
+	r.checkEviction(ctx, &rl, before)
 	h, err := lc.Inspect(ctx, name)
 	prev := rl.Status.HolderIdentity
 	if applyHolder(&rl, h, err, time.Now()) {
@@ -151,6 +156,24 @@ func (r *RedisLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		next = h.FreeIn + 10*time.Millisecond
 	}
 	return r.writeStatus(ctx, &rl, before, ctrl.Result{RequeueAfter: next})
+}
+
+// checkEviction sets the EvictionSafe condition from the nodes' memory
+// policy, read at most once per Resync for each set of nodes, and tells a
+// new risk once (an event and a log line).
+func (r *RedisLockReconciler) checkEviction(ctx context.Context, rl, before *v1alpha1.RedisLock) {
+	err := r.clients.evictionRisk(ctx, client.ObjectKeyFromObject(rl), r.Resync)
+	if err == nil {
+		setCondition(rl, ConditionEvictionSafe, metav1.ConditionTrue, ReasonNoEviction, "no node can evict lock keys (maxmemory-policy noeviction, or no maxmemory)")
+		evictionRisk.WithLabelValues(rl.Namespace, rl.Name).Set(0)
+		return
+	}
+	setCondition(rl, ConditionEvictionSafe, metav1.ConditionFalse, ReasonEvictionPolicy, err.Error())
+	evictionRisk.WithLabelValues(rl.Namespace, rl.Name).Set(1)
+	if becameFalse(before, rl, ConditionEvictionSafe) {
+		r.Recorder.Eventf(rl, nil, corev1.EventTypeWarning, ReasonEvictionPolicy, "CheckEviction", "%v", err)
+		logf.FromContext(ctx).Info("WARNING: Redis can evict lock keys", "error", err.Error())
+	}
 }
 
 // becameFalse reports whether condition typ is False now and was not in
@@ -207,12 +230,14 @@ const fieldOwner = "redislock-controller"
 
 // forceRelease frees the lock once and removes the annotation.
 func (r *RedisLockReconciler) forceRelease(ctx context.Context, rl *v1alpha1.RedisLock, lc *redislock.Client, name string) error {
-	h, err := lc.ForceRelease(ctx, name)
+	rel, err := lc.ForceRelease(ctx, name, redisconn.Timing(rl).TTL)
 	if err != nil {
 		return fmt.Errorf("force release %q: %w", name, err)
 	}
-	logf.FromContext(ctx).Info("force-released lock", "lock", name, "holder", h.Identity, "by", rl.Annotations[ForceReleaseAnnotation])
-	r.Recorder.Eventf(rl, nil, corev1.EventTypeNormal, EventForceReleased, "ForceRelease", "released lock %q from holder %q as annotation %s asked", name, h.Identity, ForceReleaseAnnotation)
+	logf.FromContext(ctx).Info("force-released lock", "lock", name, "holder", rel.Identity, "by", rl.Annotations[ForceReleaseAnnotation], "grantableIn", rel.Wait.String())
+	r.Recorder.Eventf(rl, nil, corev1.EventTypeNormal, EventForceReleased, "ForceRelease",
+		"released lock %q from holder %q as annotation %s asked; the holder steps down at its next renewal, and no one is granted the lock for %v, until the holder's last renewal runs out",
+		name, rel.Identity, ForceReleaseAnnotation, rel.Wait.Round(time.Millisecond))
 	status := rl.Status.DeepCopy()
 	delete(rl.Annotations, ForceReleaseAnnotation)
 	if err := r.Update(ctx, rl); err != nil {
@@ -230,10 +255,10 @@ func (r *RedisLockReconciler) finalize(ctx context.Context, rl *v1alpha1.RedisLo
 	}
 	lc, err := r.lockClient(ctx, rl)
 	if err == nil {
-		var h redislock.Holder
-		h, err = lc.ForceRelease(ctx, redisconn.LockName(rl))
+		var rel redislock.Released
+		rel, err = lc.ForceRelease(ctx, redisconn.LockName(rl), redisconn.Timing(rl).TTL)
 		if err == nil {
-			r.Recorder.Eventf(rl, nil, corev1.EventTypeNormal, EventReleasedOnDelete, "Delete", "released lock from holder %q before deletion", h.Identity)
+			r.Recorder.Eventf(rl, nil, corev1.EventTypeNormal, EventReleasedOnDelete, "Delete", "released lock from holder %q before deletion; grantable again in %v", rel.Identity, rel.Wait.Round(time.Millisecond))
 		}
 	}
 	if err != nil && !errors.Is(err, redisconn.ErrSecret) && !errors.Is(err, redislock.ErrInvalidOptions) {

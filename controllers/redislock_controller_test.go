@@ -17,6 +17,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -45,9 +47,9 @@ func redisLock(ns, name string, mode v1alpha1.RedisMode, addrs ...string) *v1alp
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: v1alpha1.RedisLockSpec{
 			Redis:         v1alpha1.RedisConnection{Mode: mode, Addrs: addrs},
-			TTL:           &metav1.Duration{Duration: 2 * time.Second},
-			RenewInterval: &metav1.Duration{Duration: 200 * time.Millisecond},
-			RenewDeadline: &metav1.Duration{Duration: 1200 * time.Millisecond},
+			TTL:           &v1alpha1.Duration{Duration: 2 * time.Second},
+			RenewInterval: &v1alpha1.Duration{Duration: 200 * time.Millisecond},
+			RenewDeadline: &v1alpha1.Duration{Duration: 1200 * time.Millisecond},
 		},
 	}
 }
@@ -114,10 +116,16 @@ func TestCreateFillsDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := got.Spec
-	if s.Redis.Mode != v1alpha1.ModeStandalone || s.TTL == nil || s.TTL.Duration != 15*time.Second || s.RenewInterval == nil || s.RenewInterval.Duration != 2*time.Second ||
-		s.RenewDeadline == nil || s.RenewDeadline.Duration != 10*time.Second || s.DeletionPolicy != v1alpha1.DeletionRetain ||
+	// renewInterval and renewDeadline stay unset: the engine derives them
+	// from the ttl, and the status shows the values in effect.
+	if s.Redis.Mode != v1alpha1.ModeStandalone || s.TTL == nil || s.TTL.Duration != 15*time.Second || s.RenewInterval != nil ||
+		s.RenewDeadline != nil || s.DeletionPolicy != v1alpha1.DeletionRetain ||
 		s.Redis.NodeTimeout == nil || s.Redis.NodeTimeout.Duration != 200*time.Millisecond || s.Redis.DB == nil || *s.Redis.DB != 0 {
 		t.Fatalf("defaults not filled in: %+v", s)
+	}
+	got2 := waitLock(t, rl, 3*resync, "the effective timing in the status", func(got *v1alpha1.RedisLock) bool { return got.Status.EffectiveTiming != nil })
+	if et := got2.Status.EffectiveTiming; et.TTL.Duration != 15*time.Second || et.RenewInterval.Duration != 2*time.Second || et.RenewDeadline.Duration != 10*time.Second {
+		t.Fatalf("effective timing %+v; want 15s, 2s and 10s", et)
 	}
 }
 
@@ -669,5 +677,113 @@ func TestRedlockNodesThatAreOneServerAreRefused(t *testing.T) {
 	got := waitLock(t, rl, 3*resync, "InvalidSpec", isCond(v1alpha1.ConditionReady, metav1.ConditionFalse, controllers.ReasonInvalidSpec))
 	if c := condition(got, v1alpha1.ConditionReady); !strings.Contains(c.Message, servers[0].Addr) || !strings.Contains(c.Message, alias) {
 		t.Fatalf("Ready %+v; want the message to name %s and %s", c, servers[0].Addr, alias)
+	}
+}
+
+// A node that can evict lock keys shows in the status, once in the events
+// and in a metric; the condition clears when the policy is fixed.
+func TestEvictionPolicyIsFlagged(t *testing.T) {
+	s := redistest.Start(t, redisproc.Options{Args: []string{"--maxmemory", "100mb", "--maxmemory-policy", "allkeys-lru"}})
+	ns := namespace(t)
+	rl := redisLock(ns, "evict", v1alpha1.ModeStandalone, s.Addr)
+	create(t, rl)
+	got := waitLock(t, rl, 3*resync, "EvictionSafe False", isCond(controllers.ConditionEvictionSafe, metav1.ConditionFalse, controllers.ReasonEvictionPolicy))
+	if c := condition(got, controllers.ConditionEvictionSafe); !strings.Contains(c.Message, "allkeys-lru") || !strings.Contains(c.Message, s.Addr) {
+		t.Fatalf("EvictionSafe %+v; want the node and its policy named", c)
+	}
+	waitEvent(t, ns, "evict", controllers.ReasonEvictionPolicy)
+	rc := s.Client()
+	defer func() { _ = rc.Close() }()
+	if err := rc.ConfigSet(context.Background(), "maxmemory-policy", "noeviction").Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitLock(t, rl, 3*resync, "EvictionSafe True", isCond(controllers.ConditionEvictionSafe, metav1.ConditionTrue, controllers.ReasonNoEviction))
+	if n := countEvents(t, ns, "evict", controllers.ReasonEvictionPolicy); n != 1 {
+		t.Fatalf("%d EvictionPolicy events; want 1", n)
+	}
+}
+
+// One RedisLock whose duration Go cannot parse (stored before the CRD
+// refused such text) neither stops the controller nor the others: it gets
+// InvalidSpec naming the field, and a good lock created after it gets its
+// status as usual. The test loosens the CRD to store the bad object, as an
+// older CRD did, and restores it.
+func TestUndecodableDurationStopsNothing(t *testing.T) {
+	ctx := context.Background()
+	crd := &unstructured.Unstructured{}
+	crd.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"})
+	if err := k8s.Get(ctx, client.ObjectKey{Name: "redislocks.redislock.io"}, crd); err != nil {
+		t.Fatal(err)
+	}
+	original := crd.DeepCopy()
+	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+	for _, v := range versions {
+		spec, _, _ := unstructured.NestedMap(v.(map[string]any), "schema", "openAPIV3Schema", "properties", "spec")
+		dropValidations(spec)
+		if err := unstructured.SetNestedMap(v.(map[string]any), spec, "schema", "openAPIV3Schema", "properties", "spec"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := unstructured.SetNestedSlice(crd.Object, versions, "spec", "versions"); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Update(ctx, crd); err != nil {
+		t.Fatal(err)
+	}
+	restored := false
+	restore := func() {
+		if restored {
+			return
+		}
+		restored = true
+		var now unstructured.Unstructured
+		now.SetGroupVersionKind(crd.GroupVersionKind())
+		if err := k8s.Get(ctx, client.ObjectKey{Name: "redislocks.redislock.io"}, &now); err != nil {
+			t.Error(err)
+			return
+		}
+		original.SetResourceVersion(now.GetResourceVersion())
+		if err := k8s.Update(ctx, original); err != nil {
+			t.Errorf("restore the CRD: %v", err)
+		}
+	}
+	t.Cleanup(restore)
+
+	s := redistest.Start(t, redisproc.Options{})
+	ns := namespace(t)
+	bad := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "redislock.io/v1alpha1", "kind": "RedisLock",
+		"metadata": map[string]any{"namespace": ns, "name": "bad"},
+		"spec":     map[string]any{"ttl": "1d", "redis": map[string]any{"addrs": []any{s.Addr}}},
+	}}
+	// The loosened schema takes a moment to be served.
+	waitFor(t, 10*time.Second, "the loosened CRD to store ttl 1d", func() bool { return k8s.Create(ctx, bad.DeepCopy()) == nil })
+	restore()
+	good := redisLock(ns, "good", v1alpha1.ModeStandalone, s.Addr)
+	create(t, good)
+	waitLock(t, good, 5*time.Second, "the good lock Ready", isCond(v1alpha1.ConditionReady, metav1.ConditionTrue, controllers.ReasonReady))
+	got := waitLock(t, &v1alpha1.RedisLock{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bad"}}, 5*time.Second, "the bad lock InvalidSpec",
+		isCond(v1alpha1.ConditionReady, metav1.ConditionFalse, controllers.ReasonInvalidSpec))
+	if c := condition(got, v1alpha1.ConditionReady); !strings.Contains(c.Message, "spec.ttl") || !strings.Contains(c.Message, `"1d"`) {
+		t.Fatalf("Ready %+v; want the message to name spec.ttl and its text", c)
+	}
+}
+
+// dropValidations removes every CEL rule, pattern and length limit from a
+// schema tree.
+func dropValidations(schema map[string]any) {
+	delete(schema, "x-kubernetes-validations")
+	delete(schema, "maxLength")
+	for _, v := range schema {
+		switch v := v.(type) {
+		case map[string]any:
+			dropValidations(v)
+		case []any:
+			for _, e := range v {
+				if m, ok := e.(map[string]any); ok {
+					dropValidations(m)
+				}
+			}
+		}
 	}
 }

@@ -13,6 +13,11 @@ import (
 	"github.com/redislock/redislock/pkg/redislock"
 )
 
+// ConditionEvictionSafe says whether the lock's Redis nodes can evict its
+// keys under memory pressure (maxmemory with a volatile-* or allkeys-*
+// policy): False names the nodes and their policy.
+const ConditionEvictionSafe = "EvictionSafe"
+
 // Condition reasons.
 const (
 	ReasonReady          = "Ready"
@@ -25,6 +30,8 @@ const (
 	ReasonUnknown        = "Unknown"
 	ReasonReachable      = "Reachable"
 	ReasonNoExpiry       = "NoExpiry"
+	ReasonNoEviction     = "NoEviction"
+	ReasonEvictionPolicy = "EvictionPolicy"
 )
 
 // setCondition sets one condition at the object's generation.

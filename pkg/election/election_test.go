@@ -281,15 +281,19 @@ func testLockSemantics(t *testing.T, servers []*redisproc.Server) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := admin.ForceRelease(ctx, "sem"); err != nil {
+	released, err := admin.ForceRelease(ctx, "sem", 10*time.Second)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Create(ctx, rec("b")); err != nil {
-		t.Fatal(err)
+	// Until a's last renewal runs out, b is held back: no overlap.
+	if err := b.Create(ctx, rec("b")); !apierrors.IsConflict(err) {
+		t.Fatalf("Create right after a force-release: %v, want Conflict until the old holder's time is up (%v)", err, released.Wait)
 	}
 	if err := a.Update(ctx, rec("a")); !apierrors.IsConflict(err) {
 		t.Fatalf("stale leader's Update: %v, want Conflict", err)
 	}
+	time.Sleep(released.Wait) // the old holder's remaining validity, as Redis reported it
+	waitUntilNil(t, 2*time.Second, "b's Create", func() error { return b.Create(ctx, rec("b")) })
 	if err := a.Update(ctx, rec("")); err != nil {
 		t.Fatalf("stale leader's release: %v", err)
 	}
@@ -305,5 +309,22 @@ func testLockSemantics(t *testing.T, servers []*redisproc.Server) {
 	}
 	if _, err := election.NewLock(admin, "sem", 0, election.LockOptions{}); !errors.Is(err, redislock.ErrInvalidOptions) {
 		t.Fatalf("zero ttl: %v, want ErrInvalidOptions", err)
+	}
+}
+
+// waitUntilNil calls f every 20ms until it returns nil, failing t after
+// timeout with the last error.
+func waitUntilNil(t *testing.T, timeout time.Duration, what string, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: still %v after %v", what, err, timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -1,13 +1,20 @@
 -- acquire.lua: take a free lock and hand out the next fencing token.
 -- KEYS[1]  the lock key ("redislock:{<name>}"), holding the holder's value
 -- KEYS[2]  the fencing counter ("redislock:{<name>}:fence"); it never expires
+-- KEYS[3]  the validity ("redislock:{<name>}:until"): server time in ms until
+--          which the last grant or renewal is valid; it never expires
 -- ARGV[1]  the value to store (see value.go)
 -- ARGV[2]  the ttl in milliseconds
 -- ARGV[3]  "1" when the nodes never lose an acknowledged write (AssumeDurable)
 -- Reply    taken: the new fencing token (see below).
 --          held:  {counter, PTTL of the lock key in ms, the holder's value}.
---          guarded: {counter, ms until the node may grant the lock}.
+--          held back: {reason, ms until the node may grant the lock}, where
+--          reason 0 is the restart guard and 1 a vanished key.
 -- On success it publishes "acquired" on KEYS[1] .. ":events".
+--
+-- Vanished keys: a lock key that is gone before its holder's time is up (a
+-- DEL, an eviction, a force-release) is not free: its holder may still
+-- believe it holds the lock until the validity the last renewal recorded.
 --
 -- Restart guard: a node without the fencing counter has never granted the
 -- lock, or has lost its data (a restart without persistence), and then a
@@ -16,6 +23,12 @@
 -- one ttl. uptime_in_seconds is the difference of two whole-second clock
 -- readings, so the node has been up for more than one second less than it.
 if redis.call('EXISTS', KEYS[1]) == 0 then
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local valid = tonumber(redis.call('GET', KEYS[3]) or '0') or 0
+  if valid > now then
+    return {1, valid - now}
+  end
   -- The lock is free. The fencing counter's absence is read once: it
   -- arms the restart guard and makes the counter start anew.
   local fresh = redis.call('EXISTS', KEYS[2]) == 0
@@ -37,10 +50,10 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
   -- holder need not raise the lagging counters (fence.lua) on a fresh name.
   redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) -- free: always set
   if fresh then
-    local t = redis.call('TIME')
-    redis.call('SET', KEYS[2], t[1] .. string.format('%03d', math.floor(tonumber(t[2]) / 1000)) .. '000')
+    redis.call('SET', KEYS[2], now .. '000')
   end
   local fence = redis.call('INCR', KEYS[2])
+  redis.call('SET', KEYS[3], now + tonumber(ARGV[2]))
   redis.call('PUBLISH', KEYS[1] .. ':events', 'acquired')
   return fence
 end

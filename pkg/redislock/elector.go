@@ -54,7 +54,7 @@ func (c *Client) NewElector(o ElectorOptions) (*Elector, error) {
 	if err := checkName(o.Name); err != nil {
 		return nil, err
 	}
-	o.Timing = o.Timing.withDefaults()
+	o.Timing = o.Timing.WithDefaults()
 	if err := c.CheckTiming(o.Timing); err != nil {
 		return nil, err
 	}

@@ -13,12 +13,14 @@ var (
 	// of nodes. It is the normal outcome of losing a race, not a fault.
 	ErrNotObtained = errors.New("redislock: not obtained")
 
-	// ErrGuarded means the restart guard holds the lock back: a majority
-	// of nodes started less than a ttl ago and hold no record of the lock,
-	// so a holder from before their restart may still believe it holds it.
+	// ErrGuarded means a free lock is held back for a while because a
+	// holder may still believe it holds it: a majority of nodes started
+	// less than a ttl ago and hold no record of the lock (the restart
+	// guard), or the lock's key vanished (a DEL, an eviction, a
+	// force-release) before the time its last renewal was valid for.
 	// Nobody holds it now, and it can be granted once the wait is over (see
 	// GuardedError); it is not ErrNotObtained.
-	ErrGuarded = errors.New("redislock: held back by the restart guard")
+	ErrGuarded = errors.New("redislock: held back")
 
 	// ErrNoQuorum means too few nodes answered (down, slow, or refusing
 	// the command) to decide. The wrapped errors name the nodes and why.
@@ -57,9 +59,16 @@ type GuardedError struct {
 	// Wait is how long until a majority of nodes may grant the lock, as
 	// the nodes reported it (at most a ttl and a second).
 	Wait time.Duration
+	// KeyVanished is true when the lock's key vanished before its holder's
+	// time was up (a DEL, an eviction, a force-release), false for the
+	// restart guard.
+	KeyVanished bool
 }
 
 func (e *GuardedError) Error() string {
+	if e.KeyVanished {
+		return fmt.Sprintf("%v: %q: its key vanished (a DEL, an eviction, a force-release) before its last holder's renewal ran out, and that holder may still act; it can be granted in %v", ErrGuarded, e.Name, e.Wait)
+	}
 	return fmt.Sprintf("%v: %q: a majority of nodes started less than a ttl ago and hold no record of the lock, so a holder from before a restart may still act; it can be granted in %v (see Options.AssumeDurable)", ErrGuarded, e.Name, e.Wait)
 }
 

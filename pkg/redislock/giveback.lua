@@ -5,6 +5,8 @@
 -- takes back the fencing token the failed acquisition counted on this node.
 -- KEYS[1]  the lock key
 -- KEYS[2]  the fencing counter
+-- KEYS[3]  the validity key (see acquire.lua): our acquire set it, over a
+--          validity that had passed, so it goes with our key
 -- ARGV[1]  the failed acquisition's value
 -- Reply    1 if deleted, 0 if the key is missing or holds another value.
 --
@@ -15,7 +17,7 @@
 -- holder used, and our token was never used (S3). A key that expired before
 -- the give-back keeps its count: the counter may run ahead, never behind.
 if redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('DEL', KEYS[1])
+  redis.call('DEL', KEYS[1], KEYS[3])
   redis.call('DECR', KEYS[2])
   return 1
 end

@@ -99,6 +99,9 @@ type held struct {
 	// candidates that found it should back off at random rather than
 	// meet again.
 	split bool
+	// vanished says the lock is held back because its key vanished (DEL,
+	// eviction, force-release) before its holder's time was up.
+	vanished bool
 }
 
 func (c *Client) obtain(ctx context.Context, name string, ttl time.Duration) (*Lock, held, error) {
@@ -128,7 +131,7 @@ func (c *Client) checkTTL(ttl time.Duration) error {
 func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, start time.Time) (*Lock, held, error) {
 	keys, value := newAcquisition(name, c.opts.Identity)
 	l := &Lock{client: c, keys: keys, value: value, ttl: ttl, ttlMs: ttl.Milliseconds()}
-	replies, buf := c.each(ctx, c.all, acquireScript, acquireScript.args(&l.keys.lock, &l.keys.fence, &l.value, &l.ttlMs, &c.durable))
+	replies, buf := c.each(ctx, c.all, acquireScript, acquireScript.args(&l.keys.lock, &l.keys.fence, &l.keys.until, &l.value, &l.ttlMs, &c.durable))
 	defer c.done(buf)
 	var (
 		took    []int
@@ -179,7 +182,7 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, st
 			return nil, h, fmt.Errorf("%w: %q is held by a value this package did not write: %w", ErrNotObtained, keys.name, err)
 		}
 		if h.value == "" {
-			return nil, h, &GuardedError{Name: keys.name, Wait: h.free}
+			return nil, h, &GuardedError{Name: keys.name, Wait: h.free, KeyVanished: h.vanished}
 		}
 		return nil, h, fmt.Errorf("%w: %q is held by %q", ErrNotObtained, keys.name, h.identity)
 	}
@@ -218,21 +221,25 @@ func (c *Client) commitFence(ctx context.Context, l *Lock, took []int, replies [
 }
 
 // heldReply is acquire.lua's answer from a node that did not grant the
-// lock: taken by a holder, or guarded after the node's (re)start.
+// lock: taken by a holder, or held back (guarded) after the node's
+// (re)start or because the lock key vanished before its holder's time was
+// up.
 type heldReply struct {
-	counter int64
-	pttl    time.Duration // negative when the key has no expiry; the guard's wait when guarded
-	value   string        // "" when guarded
-	guarded bool
+	counter  int64
+	pttl     time.Duration // negative when the key has no expiry; the wait when guarded
+	value    string        // "" when guarded
+	guarded  bool
+	vanished bool // guarded for a vanished key, not by the restart guard
 }
 
 func parseHeld(v []any) (heldReply, error) {
 	if len(v) == 2 {
-		wait, ok := v[1].(int64)
-		if !ok {
-			return heldReply{}, fmt.Errorf("%w: acquire replied guard wait %T", ErrMalformedValue, v[1])
+		reason, ok1 := v[0].(int64)
+		wait, ok2 := v[1].(int64)
+		if !ok1 || !ok2 {
+			return heldReply{}, fmt.Errorf("%w: acquire replied held back %T, %T", ErrMalformedValue, v[0], v[1])
 		}
-		return heldReply{pttl: time.Duration(wait) * time.Millisecond, guarded: true}, nil
+		return heldReply{pttl: time.Duration(wait) * time.Millisecond, guarded: true, vanished: reason == 1}, nil
 	}
 	if len(v) != 3 {
 		return heldReply{}, fmt.Errorf("%w: acquire replied %d elements, want 2 or 3", ErrMalformedValue, len(v))
@@ -260,12 +267,14 @@ func (c *Client) describeHolder(hs []heldReply) (held, error) {
 	pttls := make([]time.Duration, len(hs))
 	counts := map[string]int{}
 	top := ""
+	vanished := false
 	for i, h := range hs {
 		pttls[i] = h.pttl
 		if h.pttl < 0 { // no expiry: PERSIST, or a key we did not write
 			pttls[i] = noExpiry
 		}
 		if h.guarded {
+			vanished = vanished || h.vanished
 			continue
 		}
 		counts[h.value]++
@@ -276,8 +285,10 @@ func (c *Client) describeHolder(hs []heldReply) (held, error) {
 	slices.Sort(pttls)
 	h := held{value: top, free: pttls[need-1], split: counts[top] < c.quorum}
 	if len(counts) == 0 {
-		h.split = false
-		return h, nil // every refusal came from the restart guard
+		// Every refusal held the lock back: the restart guard, or a
+		// vanished key's validity.
+		h.split, h.vanished = false, vanished
+		return h, nil
 	}
 	for _, hr := range hs {
 		if hr.value == top {
@@ -332,7 +343,7 @@ func (l *Lock) refresh(ctx context.Context, start time.Time) error {
 		return fmt.Errorf("%w: %q: its local deadline has passed", ErrLockLost, l.keys.name)
 	}
 	c := l.client
-	replies, buf := c.each(ctx, c.all, renewScript, renewScript.args(&l.keys.lock, &l.value, &l.ttlMs))
+	replies, buf := c.each(ctx, c.all, renewScript, renewScript.args(&l.keys.lock, &l.keys.until, &l.value, &l.ttlMs))
 	defer c.done(buf)
 	ok, gone := 0, 0
 	var missing []int
@@ -375,7 +386,7 @@ func (l *Lock) restore(ctx context.Context, idx []int) {
 		return
 	}
 	c := l.client
-	replies, buf := c.each(ctx, idx, restoreScript, restoreScript.args(&l.keys.lock, &l.keys.fence, &l.value, &l.ttlMs, &l.fence))
+	replies, buf := c.each(ctx, idx, restoreScript, restoreScript.args(&l.keys.lock, &l.keys.fence, &l.keys.until, &l.value, &l.ttlMs, &l.fence))
 	defer c.done(buf)
 	var errs []error
 	for _, i := range idx {
@@ -409,7 +420,7 @@ func (l *Lock) Release(ctx context.Context) error {
 }
 
 func (c *Client) release(ctx context.Context, l *Lock, idx []int) error {
-	return c.deleteKeys(ctx, l, idx, releaseScript, releaseScript.args(&l.keys.lock, &l.value))
+	return c.deleteKeys(ctx, l, idx, releaseScript, releaseScript.args(&l.keys.lock, &l.keys.until, &l.value))
 }
 
 // deleteKeys runs a compare-and-delete script (release.lua or giveback.lua)
@@ -446,7 +457,7 @@ func (c *Client) giveBack(ctx context.Context, l *Lock, idx []int) {
 	}
 	ctx = context.WithoutCancel(ctx)
 	go func() {
-		err := c.deleteKeys(ctx, l, idx, givebackScript, givebackScript.args(&l.keys.lock, &l.keys.fence, &l.value))
+		err := c.deleteKeys(ctx, l, idx, givebackScript, givebackScript.args(&l.keys.lock, &l.keys.fence, &l.keys.until, &l.value))
 		if err != nil && !errors.Is(err, ErrNotHeld) {
 			c.opts.Logger.V(1).Info("could not give back a failed acquisition; its keys expire within the ttl", "lock", l.keys.name, "error", err.Error())
 		}

@@ -3,6 +3,8 @@ package redislock_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -305,28 +307,182 @@ func TestInspectShowsHolderWithoutChangingIt(t *testing.T) {
 
 func TestForceReleaseFreesAStuckLockAndWakesCandidates(t *testing.T) {
 	s := redistest.Start(t, redisproc.Options{})
-	holder, admin := newClient(t, "stuck", s), newClient(t, "admin", s)
+	holder, admin, next := newClient(t, "stuck", s), newClient(t, "admin", s), newClient(t, "next", s)
 	ctx := context.Background()
-	l, err := holder.Obtain(ctx, "stuck", time.Minute)
+	const ttl = 2 * time.Second
+	l, err := holder.Obtain(ctx, "stuck", ttl)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := admin.ForceRelease(ctx, "stuck")
-	if err != nil || h.Identity != "stuck" {
-		t.Fatalf("ForceRelease: %+v, %v; want it to report the holder", h, err)
+	wake, stop := next.WatchReleases(ctx, "stuck")
+	defer stop()
+	released := time.Now()
+	r, err := admin.ForceRelease(ctx, "stuck", ttl)
+	if err != nil || r.Identity != "stuck" || r.Released != 1 || r.Wait <= 0 || r.Wait > ttl {
+		t.Fatalf("ForceRelease: %+v, %v; want it to report the holder, one node and a wait within the ttl", r, err)
+	}
+	select {
+	case <-wake:
+	case <-time.After(2 * time.Second):
+		t.Fatal("the force-release woke no waiter")
+	}
+	// S1: nobody is granted the lock while the old holder may still
+	// believe it holds it; the old holder learns of the loss at its
+	// renewal.
+	var guard *redislock.GuardedError
+	if _, err := next.Obtain(ctx, "stuck", ttl); !errors.As(err, &guard) || !guard.KeyVanished {
+		t.Fatalf("Obtain right after a force-release: %v; want a GuardedError for a vanished key", err)
 	}
 	if err := l.Refresh(ctx); !errors.Is(err, redislock.ErrLockLost) {
 		t.Fatalf("holder's refresh after force release: %v, want ErrLockLost", err)
 	}
-	// Garbage is released too, and a free lock is a no-op.
+	var nl *redislock.Lock
+	waitFor(t, 2*ttl, "the lock to be granted after the old holder's time", func() bool {
+		nl, err = next.Obtain(ctx, "stuck", ttl)
+		return err == nil
+	})
+	if since := time.Since(released); since < r.Wait-10*time.Millisecond {
+		t.Fatalf("granted %v after the force-release, before the old holder's time (%v) was up", since, r.Wait)
+	}
+	if nl.Fence() <= l.Fence() {
+		t.Fatalf("next fence %d after %d", nl.Fence(), l.Fence())
+	}
+	if err := nl.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Garbage is released too (held back for a ttl: it may be a holder
+	// this version cannot read), and a free lock is a no-op.
 	set(t, s, lockKey("stuck"), "garbage")
-	if _, err := admin.ForceRelease(ctx, "stuck"); err != nil {
-		t.Fatalf("ForceRelease of garbage: %v", err)
+	if r, err := admin.ForceRelease(ctx, "stuck", ttl); err != nil || r.Wait < ttl-100*time.Millisecond {
+		t.Fatalf("ForceRelease of garbage without an expiry: %+v, %v; want a wait of the ttl", r, err)
 	}
 	if got := get(t, s, lockKey("stuck")); got != "" {
 		t.Fatalf("garbage left: %q", got)
 	}
-	if h, err := admin.ForceRelease(ctx, "stuck"); err != nil || h.Identity != "" {
-		t.Fatalf("ForceRelease of a free lock: %+v, %v", h, err)
+	if r, err := admin.ForceRelease(ctx, "stuck", ttl); err != nil || r.Identity != "" || r.Released != 0 {
+		t.Fatalf("ForceRelease of a free lock: %+v, %v", r, err)
+	}
+}
+
+// S1 inside Redis: a lock key that vanishes before its holder's time is up
+// (an admin's DEL, an eviction under maxmemory) is not a free lock. Nobody
+// is granted it until the validity the holder's last renewal recorded has
+// passed; the holder learns of the loss at its renewal and steps down.
+func TestVanishedKeyIsNotGrantedBeforeItsHolderTimeIsUp(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		vanish func(t *testing.T, s *redisproc.Server, key string)
+	}{
+		{"DEL", func(t *testing.T, s *redisproc.Server, key string) {
+			c := s.Client()
+			defer func() { _ = c.Close() }()
+			if err := c.Del(context.Background(), key).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"eviction", func(t *testing.T, s *redisproc.Server, key string) {
+			ctx := context.Background()
+			c := s.Client()
+			defer func() { _ = c.Close() }()
+			used, err := c.Info(ctx, "memory").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var mem int64
+			for line := range strings.Lines(used) {
+				if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
+					mem, _ = strconv.ParseInt(v, 10, 64)
+				}
+			}
+			// volatile-ttl evicts the keys nearest their expiry first:
+			// the lock's.
+			for _, kv := range [][2]string{{"maxmemory-policy", "volatile-ttl"}, {"maxmemory", strconv.FormatInt(mem+512*1024, 10)}} {
+				if err := c.ConfigSet(ctx, kv[0], kv[1]).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			payload := strings.Repeat("x", 4096)
+			for i := 0; c.Exists(ctx, key).Val() == 1; i++ {
+				if i > 10000 {
+					t.Fatal("the lock key was never evicted")
+				}
+				_ = c.Set(ctx, fmt.Sprintf("filler:%d", i), payload, time.Hour).Err()
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := redistest.Start(t, redisproc.Options{})
+			holder, next := newClient(t, "holder", s), newClient(t, "next", s)
+			ctx := context.Background()
+			const ttl = 2 * time.Second
+			l, err := holder.Obtain(ctx, "vanish", ttl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.vanish(t, s, lockKey("vanish"))
+			var guard *redislock.GuardedError
+			if _, err := next.Obtain(ctx, "vanish", ttl); !errors.As(err, &guard) || !guard.KeyVanished || guard.Wait <= 0 || guard.Wait > ttl {
+				t.Fatalf("Obtain after the key vanished: %v; want a GuardedError for a vanished key, within the ttl", err)
+			}
+			if err := l.Refresh(ctx); !errors.Is(err, redislock.ErrLockLost) {
+				t.Fatalf("holder's renewal after its key vanished: %v, want ErrLockLost", err)
+			}
+			var nl *redislock.Lock
+			waitFor(t, 2*ttl, "the lock to be granted once the holder's time is up", func() bool {
+				nl, err = next.Obtain(ctx, "vanish", ttl)
+				return err == nil
+			})
+			if !l.Deadline().IsZero() || nl.Fence() <= l.Fence() {
+				t.Fatalf("old holder's deadline %v, fences %d then %d", l.Deadline(), l.Fence(), nl.Fence())
+			}
+		})
+	}
+}
+
+// A subscription the server refused on reconnection (the password was
+// changed, the connection killed, then the password cleared) comes back:
+// releases wake waiters again, and the server lists the subscriber.
+func TestReleasesWakeWaitersAgainAfterARefusedResubscription(t *testing.T) {
+	s := redistest.Start(t, redisproc.Options{})
+	c := newClient(t, "waiter", s)
+	ctx := context.Background()
+	wake, stop := c.WatchReleases(ctx, "resub")
+	defer stop()
+	admin := s.Client()
+	defer func() { _ = admin.Close() }()
+	channel := redislock.EventsChannel("resub")
+	for _, cmd := range [][]any{{"config", "set", "requirepass", "flip"}, {"auth", "flip"}, {"client", "kill", "type", "pubsub"}} {
+		if err := admin.Do(ctx, cmd...).Err(); err != nil {
+			t.Fatalf("%v: %v", cmd, err)
+		}
+	}
+	// go-redis reconnects at once; its SUBSCRIBE is refused (-NOAUTH).
+	waitFor(t, 5*time.Second, "the subscriber to reconnect unsubscribed", func() bool {
+		n, err := admin.PubSubNumSub(ctx, channel).Result()
+		return err == nil && n[channel] == 0
+	})
+	time.Sleep(time.Second) // the outage's length, not a wait for a condition
+	if err := admin.ConfigSet(ctx, "requirepass", "").Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the subscription to come back", func() bool {
+		n, err := admin.PubSubNumSub(ctx, channel).Result()
+		return err == nil && n[channel] == 1
+	})
+	select { // drop a wake-up from before, if any
+	case <-wake:
+	default:
+	}
+	l, err := newClient(t, "holder", s).Obtain(ctx, "resub", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-wake:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a release after the subscription came back woke no waiter")
 	}
 }

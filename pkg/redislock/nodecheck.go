@@ -1,7 +1,11 @@
 package redislock
 
+// Checks of how the nodes are set up: what the lock relies on and cannot
+// enforce by itself.
+
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 )
@@ -49,4 +53,40 @@ func infoField(info, field string) string {
 		}
 	}
 	return ""
+}
+
+// ErrEvictionPolicy is wrapped by CheckEviction's error for nodes whose
+// maxmemory policy can evict lock keys.
+var ErrEvictionPolicy = errors.New("redislock: eviction policy")
+
+// CheckEviction asks every node for its maxmemory and maxmemory-policy
+// (INFO memory) and returns an error wrapping ErrEvictionPolicy, naming
+// the nodes and their policy, when a node has a memory limit and a policy
+// that can evict the lock's keys. Under a volatile-* policy Redis may evict
+// a lock key (it has a ttl): the holder then loses the lock at its next
+// renewal and the lock is granted again only once the holder's time is up,
+// so S1 holds but leadership changes for no reason. Under an allkeys-*
+// policy Redis may also evict the fencing counter and the validity key, and
+// with them the protection against a vanished key: run such nodes with
+// noeviction, or give the locks a Redis of their own. Nodes that do not
+// answer are not judged.
+func (c *Client) CheckEviction(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.NodeTimeout)
+	defer cancel()
+	var risky []string
+	for _, n := range c.nodes {
+		info, err := n.client.Info(ctx, "memory").Result()
+		if err != nil {
+			continue
+		}
+		policy := infoField(info, "maxmemory_policy")
+		if infoField(info, "maxmemory") == "0" || policy == "" || policy == "noeviction" {
+			continue
+		}
+		risky = append(risky, fmt.Sprintf("%s (maxmemory %s, maxmemory-policy %s)", n.name, infoField(info, "maxmemory_human"), policy))
+	}
+	if len(risky) > 0 {
+		return fmt.Errorf("%w: %s can evict lock keys under memory pressure: the holder then loses the lock for no fault of its own (volatile-*), or the keys that keep S1 and S3 after an eviction are evicted too (allkeys-*); use maxmemory-policy noeviction", ErrEvictionPolicy, strings.Join(risky, ", "))
+	}
+	return nil
 }

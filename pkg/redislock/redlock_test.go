@@ -154,7 +154,9 @@ func TestFailedAttemptsNeitherWakeWaitersNorCountTokens(t *testing.T) {
 	if _, err := newClient(t, "holder", servers...).Obtain(ctx, "split", 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if err := nodes[0].Del(ctx, lockKey("split")).Err(); err != nil {
+	// As a split vote leaves node 0: free, with no validity recorded (the
+	// loser's give-back took it).
+	if err := nodes[0].Del(ctx, lockKey("split"), lockKey("split")+":until").Err(); err != nil {
 		t.Fatal(err)
 	}
 	fence := func() int64 {
@@ -292,5 +294,32 @@ func TestCheckIndependentRefusesTwoAddressesOfOneServer(t *testing.T) {
 	}
 	if err := independent.CheckIndependent(context.Background()); err != nil {
 		t.Fatalf("three independent servers: %v", err)
+	}
+}
+
+// A node with a memory limit and a policy that can evict lock keys is
+// named, with its policy; noeviction, or no limit, is fine.
+func TestCheckEvictionNamesNodesThatCanEvictLockKeys(t *testing.T) {
+	servers := redistest.StartN(t, 3)
+	nodes := redistest.Clients(t, servers...)
+	c := newClient(t, "x", servers...)
+	ctx := context.Background()
+	if err := c.CheckEviction(ctx); err != nil {
+		t.Fatalf("no memory limit: %v", err)
+	}
+	for _, kv := range [][2]string{{"maxmemory", "100mb"}, {"maxmemory-policy", "noeviction"}} {
+		if err := nodes[1].ConfigSet(ctx, kv[0], kv[1]).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.CheckEviction(ctx); err != nil {
+		t.Fatalf("maxmemory with noeviction: %v", err)
+	}
+	if err := nodes[1].ConfigSet(ctx, "maxmemory-policy", "allkeys-lru").Err(); err != nil {
+		t.Fatal(err)
+	}
+	err := c.CheckEviction(ctx)
+	if !errors.Is(err, redislock.ErrEvictionPolicy) || !strings.Contains(err.Error(), servers[1].Addr) || !strings.Contains(err.Error(), "allkeys-lru") || strings.Contains(err.Error(), servers[0].Addr) {
+		t.Fatalf("allkeys-lru on node 1: %v; want ErrEvictionPolicy naming node 1 and its policy only", err)
 	}
 }

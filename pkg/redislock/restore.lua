@@ -7,6 +7,7 @@
 -- others. It never counts toward the holder's own belief (S1).
 -- KEYS[1]  the lock key
 -- KEYS[2]  the fencing counter
+-- KEYS[3]  the validity key (see acquire.lua)
 -- ARGV[1]  the holder's value
 -- ARGV[2]  the ttl in milliseconds
 -- ARGV[3]  the holder's fencing token
@@ -19,6 +20,8 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   if counter < tonumber(ARGV[3]) then
     redis.call('SET', KEYS[2], ARGV[3])
   end
+  local t = redis.call('TIME')
+  redis.call('SET', KEYS[3], tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[2]))
   return 1
 end
 return 0

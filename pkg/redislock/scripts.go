@@ -34,23 +34,27 @@ func (s *script) args(keysAndArgs ...any) []any {
 var (
 	//go:embed acquire.lua
 	acquireLua    string
-	acquireScript = newScript(acquireLua, "2", true)
+	acquireScript = newScript(acquireLua, "3", true)
 
 	//go:embed renew.lua
 	renewLua    string
-	renewScript = newScript(renewLua, "1", true)
+	renewScript = newScript(renewLua, "2", true)
 
 	//go:embed release.lua
 	releaseLua    string
-	releaseScript = newScript(releaseLua, "1", false)
+	releaseScript = newScript(releaseLua, "2", false)
 
 	//go:embed giveback.lua
 	givebackLua    string
-	givebackScript = newScript(givebackLua, "2", false)
+	givebackScript = newScript(givebackLua, "3", false)
 
 	//go:embed restore.lua
 	restoreLua    string
-	restoreScript = newScript(restoreLua, "2", true)
+	restoreScript = newScript(restoreLua, "3", true)
+
+	//go:embed forcerelease.lua
+	forceReleaseLua    string
+	forceReleaseScript = newScript(forceReleaseLua, "2", true)
 
 	//go:embed fence.lua
 	fenceLua    string

@@ -28,8 +28,9 @@ type Timing struct {
 // DefaultTTL is the TTL of a zero Timing.
 const DefaultTTL = 15 * time.Second
 
-// withDefaults fills in the zero fields.
-func (t Timing) withDefaults() Timing {
+// WithDefaults returns t with its zero fields filled in: TTL DefaultTTL,
+// RenewInterval 2/15 and RenewDeadline 2/3 of the TTL.
+func (t Timing) WithDefaults() Timing {
 	if t.TTL == 0 {
 		t.TTL = DefaultTTL
 	}
@@ -77,7 +78,7 @@ func validTTL(ttl time.Duration) error {
 // (0 < RenewInterval < RenewDeadline < TTL less drift, TTL in whole
 // milliseconds and longer than NodeTimeout).
 func (c *Client) CheckTiming(t Timing) error {
-	t = t.withDefaults()
+	t = t.WithDefaults()
 	if err := t.validate(); err != nil {
 		return err
 	}

@@ -12,8 +12,8 @@ import (
 // at most one pending signal, so a slow reader sees one wake-up for many
 // releases. WatchReleases waits up to NodeTimeout per node for the
 // subscription to be confirmed, so that a release right after it returns
-// is not missed; go-redis resubscribes by itself after a node fault. Call
-// stop to unsubscribe.
+// is not missed; it resubscribes after a node fault, and after the server
+// refused a resubscription (KeepSubscribed). Call stop to unsubscribe.
 func (c *Client) WatchReleases(ctx context.Context, name string) (wake <-chan struct{}, stop func()) {
 	ch := make(chan struct{}, 1)
 	channel := EventsChannel(name)
@@ -31,15 +31,15 @@ func (c *Client) WatchReleases(ctx context.Context, name string) (wake <-chan st
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for msg := range sub.Channel() {
+			c.KeepSubscribed(ctx, sub, func(ctx context.Context) error { return sub.Subscribe(ctx, channel) }, func(msg *redis.Message) {
 				if msg.Payload != "released" {
-					continue
+					return
 				}
 				select {
 				case ch <- struct{}{}:
 				default:
 				}
-			}
+			})
 		}()
 	}
 	return ch, func() {

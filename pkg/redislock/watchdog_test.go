@@ -3,6 +3,7 @@ package redislock_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,23 +14,32 @@ import (
 	"github.com/redislock/redislock/pkg/redislock"
 )
 
+// The watchdog keeps a lock for as long as it runs: across ten ttls, each
+// renewal moves the local deadline on by a renewal interval and resets the
+// key's expiry in Redis. Time is the injected clock's, moved on one
+// renewal interval at a time once the watchdog waits for its next tick, so
+// the verdict does not depend on how fast the machine is.
 func TestWatchdogKeepsLockForTenTTLs(t *testing.T) {
 	s := redistest.Start(t, redisproc.Options{})
-	c := newClient(t, "a", s)
-	const ttl = 200 * time.Millisecond
+	clock := &fakeClock{now: time.Unix(1_000_000, 0)}
+	c := patientClient(t, s, clock)
+	const ttl, interval = redislock.DefaultTTL, 2 * time.Second
 	l, err := c.Obtain(context.Background(), "kept", ttl)
 	if err != nil {
 		t.Fatal(err)
 	}
 	value := get(t, s, lockKey("kept"))
-	held, stop, err := l.Watchdog(context.Background(), 40*time.Millisecond, 120*time.Millisecond)
+	held, stop, err := l.Watchdog(context.Background(), interval, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for end := time.Now().Add(10 * ttl); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
-		if got := get(t, s, lockKey("kept")); got != value || held.Err() != nil || !l.Valid() {
-			t.Fatalf("after %v: key %q (want %q), held %v, valid %v", time.Until(end), got, value, held.Err(), l.Valid())
+	for elapsed := time.Duration(0); elapsed < 10*ttl; elapsed += interval {
+		deadline := l.Deadline()
+		renew(t, clock, interval)
+		if got := l.Deadline().Sub(deadline); got != interval {
+			t.Fatalf("after %v: the renewal moved the deadline by %v, want %v", elapsed+interval, got, interval)
 		}
+		checkKept(t, s, "kept", value, ttl, held, l)
 	}
 	if err := stop(); err != nil {
 		t.Fatalf("stop: %v", err)
@@ -42,21 +52,105 @@ func TestWatchdogKeepsLockForTenTTLs(t *testing.T) {
 	}
 }
 
+// The same in real time, with a renew deadline that no loaded machine
+// misses: the watchdog steps down only after 8 renewal intervals in a
+// row without a renewal.
+func TestWatchdogKeepsLockInRealTime(t *testing.T) {
+	s := redistest.Start(t, redisproc.Options{})
+	c := patientClient(t, s, redislock.RealClock{})
+	const ttl = 2 * time.Second
+	l, err := c.Obtain(context.Background(), "kept", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	value := get(t, s, lockKey("kept"))
+	held, stop, err := l.Watchdog(context.Background(), 200*time.Millisecond, 1600*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for end := time.Now().Add(2 * ttl); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		checkKept(t, s, "kept", value, 0, held, l)
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+}
+
+// checkKept fails t unless the watchdog's context is live, l is valid and
+// the key of lock name still holds value, with more than half of ttl left
+// in Redis (with ttl not zero).
+func checkKept(t *testing.T, s *redisproc.Server, name, value string, ttl time.Duration, held context.Context, l *redislock.Lock) {
+	t.Helper()
+	if held.Err() != nil || !l.Valid() {
+		t.Fatalf("the holder stopped believing: held %v, valid %v", context.Cause(held), l.Valid())
+	}
+	if got := get(t, s, lockKey(name)); got != value {
+		t.Fatalf("key %q, want %q", got, value)
+	}
+	if ttl == 0 {
+		return
+	}
+	rc := s.Client()
+	defer func() { _ = rc.Close() }()
+	if left, err := rc.PTTL(context.Background(), lockKey(name)).Result(); err != nil || left < ttl/2 {
+		t.Fatalf("key expires in %v (%v), want more than %v: the renewal did not reach Redis", left, err, ttl/2)
+	}
+}
+
+// patientClient returns a Client over s on clock whose calls to Redis
+// time out, in real time, after a second, which no loaded machine reaches
+// (newClient's 100ms it can).
+func patientClient(t *testing.T, s *redisproc.Server, clock redislock.Clock) *redislock.Client {
+	t.Helper()
+	c, err := redislock.New(redistest.Clients(t, s), &redislock.Options{AssumeDurable: true, Identity: "a", Clock: clock, NodeTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// renew moves clock on by interval once the watchdog waits for its next
+// renewal, and waits until that renewal is done, however long it takes
+// in real time (up to 10s): the fake clock stands still meanwhile.
+func renew(t *testing.T, clock *fakeClock, interval time.Duration) {
+	t.Helper()
+	waitFor(t, 10*time.Second, "the watchdog to wait for its next renewal", clock.tickerArmed)
+	clock.Advance(interval)
+	waitFor(t, 10*time.Second, "the renewal to be done", clock.tickerArmed)
+}
+
+// tickerArmed reports whether a timer without a function (NewTimer, as
+// the watchdog's renewal ticker is) waits to fire.
+func (c *fakeClock) tickerArmed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, t := range c.timers {
+		if t.f == nil && t.armed {
+			return true
+		}
+	}
+	return false
+}
+
 // S1: a holder that cannot reach Redis stops believing by its local
-// deadline, even though every renewal is stuck until the node timeout.
+// deadline, even though its renewal is stuck until the node timeout, past
+// the renew deadline. In real time (the renewal is stuck in a real call),
+// with the step-down a second before the S1 deadline, a margin no loaded
+// machine eats.
 func TestHolderCutOffFromRedisStepsDownByDeadline(t *testing.T) {
 	s := redistest.Start(t, redisproc.Options{})
 	rc := redis.NewClient(&redis.Options{Addr: s.Addr, ReadTimeout: time.Minute, MaxRetries: -1})
 	t.Cleanup(func() { _ = rc.Close() })
-	c, err := redislock.New([]redis.UniversalClient{rc}, &redislock.Options{AssumeDurable: true, Identity: "a", NodeTimeout: 150 * time.Millisecond})
+	c, err := redislock.New([]redis.UniversalClient{rc}, &redislock.Options{AssumeDurable: true, Identity: "a", NodeTimeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := c.Obtain(context.Background(), "cut", time.Second)
+	const ttl = 2 * time.Second
+	l, err := c.Obtain(context.Background(), "cut", ttl)
 	if err != nil {
 		t.Fatal(err)
 	}
-	held, stop, err := l.Watchdog(context.Background(), 100*time.Millisecond, 600*time.Millisecond)
+	held, stop, err := l.Watchdog(context.Background(), 200*time.Millisecond, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,31 +171,35 @@ func TestHolderCutOffFromRedisStepsDownByDeadline(t *testing.T) {
 	if err := stop(); !errors.Is(err, redislock.ErrLockLost) {
 		t.Fatalf("stop: %v, want ErrLockLost", err)
 	}
-	waitFor(t, 2*time.Second, "the lock to turn invalid", func() bool { return !l.Valid() })
+	waitFor(t, time.Until(l.Deadline())+5*time.Second, "the lock to turn invalid at its deadline", func() bool { return !l.Valid() })
 }
 
+// A renewal that finds another token on the key ends the watchdog's
+// context with ErrLockLost. On the injected clock, moved on by one
+// renewal interval, well short of the renew deadline, only that renewal
+// can have ended it.
 func TestWatchdogReportsLostLock(t *testing.T) {
 	s := redistest.Start(t, redisproc.Options{})
-	c := newClient(t, "a", s)
-	l, err := c.Obtain(context.Background(), "stolen", time.Second)
+	clock := &fakeClock{now: time.Unix(1_000_000, 0)}
+	c := patientClient(t, s, clock)
+	const interval = 2 * time.Second
+	l, err := c.Obtain(context.Background(), "stolen", redislock.DefaultTTL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	held, stop, err := l.Watchdog(context.Background(), 50*time.Millisecond, 600*time.Millisecond)
+	held, stop, err := l.Watchdog(context.Background(), interval, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// An admin deletes the key and another process takes it.
-	rc := s.Client()
-	defer func() { _ = rc.Close() }()
-	rc.Del(context.Background(), lockKey("stolen"))
-	if _, err := newClient(t, "b", s).Obtain(context.Background(), "stolen", time.Second); err != nil {
-		t.Fatal(err)
-	}
+	// The key passes to another holder behind the lock's back (an admin
+	// writes it by hand).
+	set(t, s, lockKey("stolen"), redislock.Value{Token: strings.Repeat("b", 32), Identity: "b"}.String())
+	waitFor(t, 10*time.Second, "the watchdog to wait for its next renewal", clock.tickerArmed)
+	clock.Advance(interval)
 	select {
 	case <-held.Done():
-	case <-time.After(5 * time.Second):
-		t.Fatal("watchdog did not notice the lost lock")
+	case <-time.After(10 * time.Second):
+		t.Fatal("watchdog did not notice the lost lock at its renewal")
 	}
 	if err := context.Cause(held); !errors.Is(err, redislock.ErrLockLost) {
 		t.Fatalf("cause %v, want ErrLockLost", err)
@@ -113,11 +211,12 @@ func TestWatchdogReportsLostLock(t *testing.T) {
 
 func TestWatchdogRejectsBadTiming(t *testing.T) {
 	s := redistest.Start(t, redisproc.Options{})
-	l, err := newClient(t, "a", s).Obtain(context.Background(), "k", time.Second)
+	const ttl = 2 * time.Second
+	l, err := patientClient(t, s, redislock.RealClock{}).Obtain(context.Background(), "k", ttl)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := l.Watchdog(context.Background(), time.Second, 2*time.Second); !errors.Is(err, redislock.ErrInvalidOptions) {
+	if _, _, err := l.Watchdog(context.Background(), ttl, 2*ttl); !errors.Is(err, redislock.ErrInvalidOptions) {
 		t.Fatalf("renew interval = ttl: %v, want ErrInvalidOptions", err)
 	}
 }
@@ -131,7 +230,7 @@ func TestRedisRestartHolderStepsDownAndNobodyIsGrantedForATTL(t *testing.T) {
 	s := redistest.Start(t, redisproc.Options{})
 	const ttl = 2 * time.Second
 	guarded := func(identity string) *redislock.Client {
-		c, err := redislock.New(redistest.Clients(t, s), &redislock.Options{Identity: identity})
+		c, err := redislock.New(redistest.Clients(t, s), &redislock.Options{Identity: identity, NodeTimeout: time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -149,7 +248,7 @@ func TestRedisRestartHolderStepsDownAndNobodyIsGrantedForATTL(t *testing.T) {
 		t.Fatalf("GuardedError %+v: want the lock's name and a wait within the ttl and a second", guard)
 	}
 	var l *redislock.Lock
-	waitFor(t, 2*ttl, "the fresh node's guard to lift", func() bool {
+	waitFor(t, guard.Wait+5*time.Second, "the fresh node's guard to lift", func() bool {
 		l, err = a.Obtain(context.Background(), "amnesia", ttl)
 		return err == nil
 	})
@@ -212,7 +311,7 @@ func TestRedisRestartHolderStepsDownAndNobodyIsGrantedForATTL(t *testing.T) {
 func TestRestartGuardSparesLongRunningNodesAndMinorities(t *testing.T) {
 	servers := redistest.StartN(t, 3)
 	const ttl = time.Second
-	c, err := redislock.New(redistest.Clients(t, servers...), &redislock.Options{Identity: "a"})
+	c, err := redislock.New(redistest.Clients(t, servers...), &redislock.Options{Identity: "a", NodeTimeout: ttl / 2})
 	if err != nil {
 		t.Fatal(err)
 	}
