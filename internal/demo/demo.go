@@ -5,7 +5,9 @@
 // replicas of the sample operator electing on one RedisLock, and a
 // three-pod workload whose agents the webhook injected. It shows who leads,
 // kills the operators' leader and stops the workload's leading agent, times
-// both handovers, and stops everything it started.
+// both handovers, measures what the election then costs each Redis node
+// (commands per second, from INFO commandstats), and stops everything it
+// started.
 package demo
 
 import (
@@ -78,6 +80,9 @@ type Result struct {
 	// PIDs are the processes the demo started (all stopped when Run
 	// returns).
 	PIDs []int
+	// Rates are the commands per second that each Redis node executed
+	// over the last 10 s of the scenario, in the order of the nodes.
+	Rates []NodeRate
 }
 
 // Run runs the demo until its scenario ends (or ctx, with Keep).
@@ -109,9 +114,13 @@ func Run(ctx context.Context, c Config) (res Result, err error) {
 		_ = os.RemoveAll(dir)
 	}()
 
-	addrs, stopRedis, err := startRedis(c.Redlock)
+	nodes, stopRedis, err := startRedis(c.Redlock)
 	if err != nil {
 		return res, err
+	}
+	var addrs []string
+	for _, n := range nodes {
+		addrs = append(addrs, n.Addr)
 	}
 	v.event("redis-server on %s", strings.Join(addrs, ", "))
 
@@ -147,6 +156,9 @@ func Run(ctx context.Context, c Config) (res Result, err error) {
 	}
 	v.event("summary: operator failover after kill -9 %v (ttl %v); workload handover after SIGTERM %v",
 		res.Failover.Round(time.Millisecond), c.TTL, res.Handover.Round(time.Millisecond))
+	if res.Rates, err = d.commandRates(ctx, nodes, rateWindow); err != nil {
+		return res, err
+	}
 	if c.Keep {
 		v.event("running until interrupted (Ctrl-C)")
 		<-ctx.Done()
@@ -174,12 +186,11 @@ type agentProc struct {
 }
 
 // startRedis starts one Redis node, or three for Redlock.
-func startRedis(redlock bool) (addrs []string, stop func(), err error) {
+func startRedis(redlock bool) (servers []*redisproc.Server, stop func(), err error) {
 	n := 1
 	if redlock {
 		n = 3
 	}
-	var servers []*redisproc.Server
 	stop = func() {
 		for _, s := range servers {
 			s.Stop()
@@ -192,9 +203,8 @@ func startRedis(redlock bool) (addrs []string, stop func(), err error) {
 			return nil, nil, err
 		}
 		servers = append(servers, s)
-		addrs = append(addrs, s.Addr)
 	}
-	return addrs, stop, nil
+	return servers, stop, nil
 }
 
 // connect makes the API client and a kubeconfig for the processes.
@@ -292,9 +302,9 @@ func (d *demo) createLocks(ctx context.Context, addrs []string) error {
 			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
 			Spec: v1alpha1.RedisLockSpec{
 				Redis:         v1alpha1.RedisConnection{Mode: mode, Addrs: addrs},
-				TTL:           &metav1.Duration{Duration: d.c.TTL},
-				RenewDeadline: &metav1.Duration{Duration: d.c.TTL * 2 / 3},
-				RenewInterval: &metav1.Duration{Duration: d.c.TTL * 2 / 15},
+				TTL:           &v1alpha1.Duration{Duration: d.c.TTL},
+				RenewDeadline: &v1alpha1.Duration{Duration: d.c.TTL * 2 / 3},
+				RenewInterval: &v1alpha1.Duration{Duration: d.c.TTL * 2 / 15},
 			},
 		}
 		if err := d.k8s.Create(ctx, rl); err != nil {

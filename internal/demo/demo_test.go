@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redislock/redislock/internal/redisstats"
 	"github.com/redislock/redislock/internal/testenv"
 )
 
@@ -55,6 +56,8 @@ func TestDemoRunsTheWholeSystemAndCleansUp(t *testing.T) {
 		"killed",
 		"failover took",
 		"handover took",
+		"counting each Redis node's commands for 10s",
+		"REDIS NODE       SCRIPTS/s  PUBLISH/s  ALL COMMANDS/s",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("the account lacks %q", want)
@@ -67,6 +70,38 @@ func TestDemoRunsTheWholeSystemAndCleansUp(t *testing.T) {
 	}
 	if res.Handover > time.Second {
 		t.Errorf("handover %v, want well under the ttl", res.Handover)
+	}
+	// FENCE is the holder's token: one value per holder of a lock.
+	fences := map[string]string{}
+	for line := range strings.Lines(got) {
+		f := strings.Fields(line)
+		if len(f) < 3 || !strings.HasPrefix(f[0], namespace+"/") || f[1] == "-" {
+			continue
+		}
+		key := f[0] + " " + f[1]
+		if fence, ok := fences[key]; ok && fence != f[2] {
+			t.Errorf("%s: FENCE %s, then %s with the same holder", key, fence, f[2])
+		}
+		fences[key] = f[2]
+	}
+	if len(fences) < 4 {
+		t.Errorf("the tables show %d holders, want 4 (two on each lock): %v", len(fences), fences)
+	}
+	// The steady state after the scenario costs each node about a renewal
+	// per renewInterval from each of the two leaders, an attempt per ttl
+	// from each of the two standbys and the controller's reads, about one
+	// per lock per ttl; a loop that wakes itself costs thousands a second.
+	perLock := float64(redisstats.Budget(rateWindow, ttl, ttl*2/15, 1, 0)) + 3*rateWindow.Seconds()/ttl.Seconds()
+	if len(res.Rates) != 3 {
+		t.Errorf("%d command rates, want one per Redis node (3)", len(res.Rates))
+	}
+	for _, r := range res.Rates {
+		if limit := 2 * perLock / rateWindow.Seconds(); r.Scripts > limit {
+			t.Errorf("%s: %.1f scripts/s in the steady state, want at most %.1f", r.Addr, r.Scripts, limit)
+		}
+		if r.Publish > 0.5 {
+			t.Errorf("%s: %.1f PUBLISH/s with stable holders, want none", r.Addr, r.Publish)
+		}
 	}
 	if len(res.PIDs) != 7 {
 		t.Errorf("%d processes started, want 7 (controller, 3 operators, 3 agents)", len(res.PIDs))

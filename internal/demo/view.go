@@ -132,6 +132,7 @@ func (v *view) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-v.done:
+			v.refresh(ctx) // a live table then ends with the last events
 			return
 		case <-tick.C:
 		}

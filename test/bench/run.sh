@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # `make bench`: runs every benchmark and writes the report.
 #  1. The lock benchmarks of this module, saved as $OUT/bench.txt.
-#  2. In the main module, against envtest: TestControllerBenchmark and
-#     TestFailoverBenchmark (shorter than `make bench-failover`), saved as
-#     $OUT/controller.json and $OUT/failover.json.
+#  2. In the main module, against envtest: TestControllerBenchmark,
+#     TestFailoverBenchmark (shorter than `make bench-failover`) and
+#     TestSteadyStateBenchmark, saved as $OUT/controller.json,
+#     $OUT/failover.json and $OUT/steady.json.
 #  3. cmd/benchreport, which prints the lock tables and writes
 #     $OUT/REPORT.md and its PNG plots.
 # If step 2 fails, the report still covers what finished, and the run fails.
@@ -12,6 +13,9 @@
 # CONTROLLER_BENCH_LOCKS  RedisLocks for the controller (1000)
 # FAILOVER_TRIALS, FAILOVER_DURATIONS, FAILOVER_IDLE_WINDOW
 #                         see test/e2e/failover_bench_test.go (8, 4s,3s,1s, 60s)
+# STEADY_CANDIDATES, STEADY_DURATIONS, STEADY_WINDOW
+#                         see test/e2e/steady_bench_test.go (1,5,20,
+#                         15s,10s,2s: controller-runtime's defaults, 60s)
 # OUT                     the report's directory, emptied of an earlier
 #                         report first (docs/bench)
 set -euo pipefail
@@ -24,19 +28,22 @@ export CONTROLLER_BENCH_LOCKS=${CONTROLLER_BENCH_LOCKS:-1000}
 export FAILOVER_TRIALS=${FAILOVER_TRIALS:-8}
 export FAILOVER_DURATIONS=${FAILOVER_DURATIONS:-4s,3s,1s}
 export FAILOVER_IDLE_WINDOW=${FAILOVER_IDLE_WINDOW:-60s}
-command="make bench (COUNT=$count BENCHTIME=$benchtime CONTROLLER_BENCH_LOCKS=$CONTROLLER_BENCH_LOCKS FAILOVER_TRIALS=$FAILOVER_TRIALS FAILOVER_DURATIONS=$FAILOVER_DURATIONS FAILOVER_IDLE_WINDOW=$FAILOVER_IDLE_WINDOW)"
+export STEADY_CANDIDATES=${STEADY_CANDIDATES:-1,5,20}
+export STEADY_DURATIONS=${STEADY_DURATIONS:-15s,10s,2s}
+export STEADY_WINDOW=${STEADY_WINDOW:-60s}
+command="make bench (COUNT=$count BENCHTIME=$benchtime CONTROLLER_BENCH_LOCKS=$CONTROLLER_BENCH_LOCKS FAILOVER_TRIALS=$FAILOVER_TRIALS FAILOVER_DURATIONS=$FAILOVER_DURATIONS FAILOVER_IDLE_WINDOW=$FAILOVER_IDLE_WINDOW STEADY_CANDIDATES=$STEADY_CANDIDATES STEADY_DURATIONS=$STEADY_DURATIONS STEADY_WINDOW=$STEADY_WINDOW)"
 started=$(date +%s)
 source=$(git -C "$root" describe --always --dirty)
 
 mkdir -p "$out"
 # A part that does not finish must not be reported from an earlier run.
-rm -f "$out/REPORT.md" "$out/bench.txt" "$out/controller.json" "$out/failover.json" "$out"/*.png
+rm -f "$out/REPORT.md" "$out/bench.txt" "$out/controller.json" "$out/failover.json" "$out/steady.json" "$out"/*.png
 
 go test -run '^$' -bench . -benchmem -count "$count" -benchtime "$benchtime" . | tee "$out/bench.txt"
 
 e2e=0
-(cd "$root" && CONTROLLER_BENCH_JSON="$out/controller.json" FAILOVER_JSON="$out/failover.json" \
-	go test -count=1 -timeout 60m -run '^(TestControllerBenchmark|TestFailoverBenchmark)$' -v ./test/e2e/) || e2e=$?
+(cd "$root" && CONTROLLER_BENCH_JSON="$out/controller.json" FAILOVER_JSON="$out/failover.json" STEADY_JSON="$out/steady.json" \
+	go test -count=1 -timeout 90m -run '^(TestControllerBenchmark|TestFailoverBenchmark|TestSteadyStateBenchmark)$' -v ./test/e2e/) || e2e=$?
 
 go run ./cmd/benchreport -dir "$out" -command "$command" -source "$source" -elapsed "$(($(date +%s) - started))s"
 exit "$e2e"

@@ -45,7 +45,7 @@ func TestFailoverBenchmark(t *testing.T) {
 	if err != nil || trials < 1 {
 		t.Fatalf("FAILOVER_TRIALS=%q: want a positive number", trialsEnv)
 	}
-	d := parseDurations(t, envOr("FAILOVER_DURATIONS", "15s,10s,2s"))
+	d := parseDurations(t, "FAILOVER_DURATIONS", "15s,10s,2s")
 	window, err := time.ParseDuration(envOr("FAILOVER_IDLE_WINDOW", "60s"))
 	if err != nil || window <= 0 {
 		t.Fatalf("FAILOVER_IDLE_WINDOW=%q: want a positive duration", os.Getenv("FAILOVER_IDLE_WINDOW"))
@@ -61,7 +61,7 @@ func TestFailoverBenchmark(t *testing.T) {
 			var args []string
 			if method == "redis" {
 				var name string
-				ns, name = startRedisLock(t, d)
+				_, ns, name = startRedisLock(t, d)
 				args = redisArgs(ns, name)
 			} else {
 				ns = newNamespace(t)
@@ -192,6 +192,16 @@ func runBench(t *testing.T, f *fleet, d durations, trials int) benchResult {
 // minute. The fleet keeps running meanwhile, with no failover.
 func electionWrites(t *testing.T, ns string, window time.Duration) float64 {
 	t.Helper()
+	stop := countElectionWrites(t, ns)
+	pause(window)
+	n, took := stop()
+	return float64(n) * float64(time.Minute) / float64(took)
+}
+
+// countElectionWrites starts counting the writes to Lease and RedisLock
+// objects in ns; stop ends it and returns the count and how long it ran.
+func countElectionWrites(t *testing.T, ns string) (stop func() (int, time.Duration)) {
+	t.Helper()
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfigPath)
 	if err != nil {
 		t.Fatal(err)
@@ -200,8 +210,7 @@ func electionWrites(t *testing.T, ns string, window time.Duration) float64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), window)
-	defer cancel()
+	ctx, cancel := context.WithCancel(context.Background())
 	gvrs := []schema.GroupVersionResource{
 		{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"},
 		{Group: "redislock.io", Version: "v1alpha1", Resource: "redislocks"},
@@ -210,6 +219,7 @@ func electionWrites(t *testing.T, ns string, window time.Duration) float64 {
 	for _, gvr := range gvrs {
 		list, err := dc.Resource(gvr).Namespace(ns).List(context.Background(), metav1.ListOptions{})
 		if err != nil {
+			cancel()
 			t.Fatalf("list %s in %s: %v", gvr.Resource, ns, err)
 		}
 		rv := list.GetResourceVersion()
@@ -232,6 +242,9 @@ func electionWrites(t *testing.T, ns string, window time.Duration) float64 {
 							rv = m.GetResourceVersion()
 						}
 					case watch.Error:
+						if ctx.Err() != nil {
+							return // stopped: the stream ends with the cancellation
+						}
 						t.Errorf("watch %s in %s: %v", gvr.Resource, ns, ev.Object)
 						w.Stop()
 						return
@@ -241,30 +254,38 @@ func electionWrites(t *testing.T, ns string, window time.Duration) float64 {
 			}
 		}()
 	}
-	total := 0
-	for range gvrs {
-		total += <-counts
+	started := time.Now()
+	return func() (int, time.Duration) {
+		took := time.Since(started)
+		cancel()
+		total := 0
+		for range gvrs {
+			total += <-counts
+		}
+		return total, took
 	}
-	return float64(total) * float64(time.Minute) / float64(window)
 }
 
-func parseDurations(t *testing.T, s string) durations {
+// parseDurations reads LeaseDuration,RenewDeadline,RetryPeriod from the
+// environment variable key, def when it is unset.
+func parseDurations(t *testing.T, key, def string) durations {
 	t.Helper()
+	s := envOr(key, def)
 	parts := strings.Split(s, ",")
 	if len(parts) != 3 {
-		t.Fatalf("FAILOVER_DURATIONS=%q: want LeaseDuration,RenewDeadline,RetryPeriod", s)
+		t.Fatalf("%s=%q: want LeaseDuration,RenewDeadline,RetryPeriod", key, s)
 	}
 	var ds [3]time.Duration
 	for i, p := range parts {
 		v, err := time.ParseDuration(strings.TrimSpace(p))
 		if err != nil || v <= 0 {
-			t.Fatalf("FAILOVER_DURATIONS=%q: %q is no positive duration", s, p)
+			t.Fatalf("%s=%q: %q is no positive duration", key, s, p)
 		}
 		ds[i] = v
 	}
 	d := durations{lease: ds[0], renew: ds[1], retry: ds[2]}
 	if d.retry >= d.renew || d.renew >= d.lease {
-		t.Fatalf("FAILOVER_DURATIONS=%q: want RetryPeriod < RenewDeadline < LeaseDuration", s)
+		t.Fatalf("%s=%q: want RetryPeriod < RenewDeadline < LeaseDuration", key, s)
 	}
 	return d
 }

@@ -40,7 +40,7 @@ func TestSampleOperatorFailover(t *testing.T) {
 	d := durations{lease: 3 * time.Second, renew: 2 * time.Second, retry: 500 * time.Millisecond}
 
 	t.Run("redis", func(t *testing.T) {
-		ns, name := startRedisLock(t, d)
+		_, ns, name := startRedisLock(t, d)
 		f := newFleet(t, bin, redisArgs(ns, name))
 		scenario(t, f, d, func(leader string) {
 			waitHolder(t, ns, name, leader, 5*time.Second)
@@ -99,14 +99,15 @@ func scenario(t *testing.T, f *fleet, d durations, after func(leader string), ch
 
 // startRedisLock starts a redis-server and the redislock controller, and
 // applies a RedisLock on it with timing d in a new namespace; it returns
-// the namespace and the RedisLock's name once the lock is Ready.
-func startRedisLock(t *testing.T, d durations) (ns, name string) {
+// the server, the namespace and the RedisLock's name once the lock is
+// Ready.
+func startRedisLock(t *testing.T, d durations) (s *redisproc.Server, ns, name string) {
 	t.Helper()
-	s := redistest.Start(t, redisproc.Options{Password: "s3cret"})
+	s = redistest.Start(t, redisproc.Options{Password: "s3cret"})
 	startController(t, nil)
 	ns, name = newNamespace(t), "sample-leader"
 	applyRedisLock(t, ns, name, s, "s3cret", d)
-	return ns, name
+	return s, ns, name
 }
 
 func redisArgs(ns, name string) []string {

@@ -85,6 +85,13 @@ func TestReportHasEverySectionAndPlot(t *testing.T) {
 		{Method: "redis", CrashSeconds: []float64{3.9, 4.0, 4.1}, GracefulSeconds: []float64{0.004, 0.003, 0}, APIWritesPerMinute: 0},
 		{Method: "lease", CrashSeconds: []float64{5.1, 6.2, 7.3}, GracefulSeconds: []float64{1.1, 1.2, 2.1}, APIWritesPerMinute: 60},
 	}})
+	f := func(v float64) *float64 { return &v }
+	write("steady.json", steadyState{Window: "60s", LeaseDuration: "15s", RenewDeadline: "10s", RetryPeriod: "2s", Cases: []steadyCase{
+		{Method: "none", Seconds: 60.01},
+		{Method: "agent", Candidates: 5, Seconds: 60.02, RedisCommandsPerSecond: f(1.234), RedisScriptsPerSecond: f(0.9), NaturalScriptsPerSecond: f(0.833), APIReadsPerMinute: 2},
+		{Method: "plugin", Candidates: 20, Seconds: 60.03, RedisCommandsPerSecond: f(2.5), RedisScriptsPerSecond: f(1.8), NaturalScriptsPerSecond: f(1.833), APIReadsPerMinute: 2},
+		{Method: "lease", Candidates: 20, Seconds: 60.04, APIWritesPerMinute: 30, APIReadsPerMinute: 600},
+	}})
 	write("controller.json", controllerScale{Locks: 1000, Namespaces: 10, Resync: "30s", AllReadySeconds: 12.5,
 		IdleRSSBytes: 30 << 20, IdleHeapInuseBytes: 5 << 20, RSSBytes: 80 << 20, PeakRSSBytes: 90 << 20, HeapInuseBytes: 30 << 20, AcquireEvery: "50ms", LagSeconds: []float64{0.01, 0.02, 0.2}})
 
@@ -100,6 +107,11 @@ func TestReportHasEverySectionAndPlot(t *testing.T) {
 		"| 7 | 700.0 | 800.0 |",
 		"| Redis plugin | 4s | 4.1s | 4.1s | 3ms | 4ms | 4ms | 0.0 |",
 		"| Lease | 6.2s | 7.3s | 7.3s | 1.2s | 2.1s | 2.1s | 60.0 |",
+		"| no election | 0 | – | – | – | 0.0 | 0.0 |",
+		"| Redis agent | 5 | 1.23 | 0.90 | 0.83 | 0.0 | 2.0 |",
+		"| Redis plugin | 20 | 2.50 | 1.80 | 1.83 | 0.0 | 2.0 |",
+		"| Lease | 20 | – | – | – | 30.0 | 600.0 |",
+		"counted over 60s once a leader settled",
 		"| 1000 | 12.5s | 30.0 MiB | 80.0 MiB | 90.0 MiB | 5.0 MiB | 30.0 MiB | 20ms | 200ms | 200ms |",
 		"the run took 12m0s",
 		"| abc1234-dirty |",
@@ -130,7 +142,7 @@ func TestReportSaysWhatWasNotRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"Not run (no failover.json).", "Not run (no controller.json)."} {
+	for _, want := range []string{"Not run (no failover.json).", "Not run (no steady.json).", "Not run (no controller.json)."} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("REPORT.md lacks %q", want)
 		}

@@ -46,13 +46,41 @@ type controllerScale struct {
 	LagSeconds         []float64 `json:"lagSeconds"` // in the order acquired
 }
 
+// steadyState is what TestSteadyStateBenchmark (test/e2e) writes to
+// $STEADY_JSON; the field names are the contract between the two.
+type steadyState struct {
+	Window        string       `json:"window"`
+	LeaseDuration string       `json:"leaseDuration"`
+	RenewDeadline string       `json:"renewDeadline"`
+	RetryPeriod   string       `json:"retryPeriod"`
+	Cases         []steadyCase `json:"cases"`
+}
+
+// steadyCase is one method at one number of candidates, as rates over
+// the measured window. The Redis rates are those of the one redis-server,
+// nil for the cases without Redis.
+type steadyCase struct {
+	Method                  string   `json:"method"` // none, agent, plugin or lease
+	Candidates              int      `json:"candidates"`
+	Seconds                 float64  `json:"seconds"`
+	RedisCommandsPerSecond  *float64 `json:"redisCommandsPerSecond"`
+	RedisScriptsPerSecond   *float64 `json:"redisScriptsPerSecond"`
+	NaturalScriptsPerSecond *float64 `json:"naturalScriptsPerSecond"`
+	APIWritesPerMinute      float64  `json:"apiWritesPerMinute"`
+	APIReadsPerMinute       float64  `json:"apiReadsPerMinute"`
+}
+
 // methodLabel names an election method for people.
 func methodLabel(m string) string {
 	switch m {
-	case "redis":
+	case "redis", "plugin":
 		return "Redis plugin"
+	case "agent":
+		return "Redis agent"
 	case "lease":
 		return "Lease"
+	case "none":
+		return "no election"
 	}
 	return m
 }
@@ -92,6 +120,14 @@ func seconds(v float64) string {
 		return "n/a"
 	}
 	return time.Duration(v * float64(time.Second)).Round(time.Millisecond).String()
+}
+
+// rate formats a rate to two decimals, or "–" when there is none.
+func rate(v *float64) string {
+	if v == nil {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f", *v)
 }
 
 // mib formats a byte count in MiB, or n/a for zero.

@@ -6,9 +6,11 @@
 // missing); with -count > 1 each figure is the median of its samples.
 // It then writes DIR/REPORT.md with PNG plots next to it, adding the
 // failover benchmark (DIR/failover.json, from test/e2e's
-// TestFailoverBenchmark with FAILOVER_JSON) and the controller at scale
-// (DIR/controller.json, from TestControllerBenchmark with
-// CONTROLLER_BENCH_JSON) when those files exist. run.sh runs it.
+// TestFailoverBenchmark with FAILOVER_JSON), the steady-state cost of an
+// election (DIR/steady.json, from TestSteadyStateBenchmark with
+// STEADY_JSON) and the controller at scale (DIR/controller.json, from
+// TestControllerBenchmark with CONTROLLER_BENCH_JSON) when those files
+// exist. run.sh runs it.
 package main
 
 import (
@@ -65,6 +67,12 @@ func run(stdout io.Writer, dir string, rp report) error {
 		return err
 	} else if ok {
 		rp.failover = &f
+	}
+	var st steadyState
+	if ok, err := loadJSON(filepath.Join(dir, "steady.json"), &st); err != nil {
+		return err
+	} else if ok {
+		rp.steady = &st
 	}
 	var c controllerScale
 	if ok, err := loadJSON(filepath.Join(dir, "controller.json"), &c); err != nil {

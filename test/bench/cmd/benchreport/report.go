@@ -8,11 +8,12 @@ import (
 	"time"
 )
 
-// report is everything REPORT.md shows; failover and controller are nil
-// when that part was not run.
+// report is everything REPORT.md shows; failover, steady and controller
+// are nil when that part was not run.
 type report struct {
 	bench      results
 	failover   *failover
+	steady     *steadyState
 	controller *controllerScale
 	machine    machine
 	source     string
@@ -60,7 +61,7 @@ func (rp report) markdown(w *strings.Builder, plots map[string]plotFile) {
 	m := rp.machine
 	fmt.Fprintln(w, "# Benchmark report")
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "Written by `%s` on %s; the run took %v. The inputs are next to this file: `bench.txt` (`go test -bench` output of `test/bench`), `failover.json`, `controller.json`.\n",
+	fmt.Fprintf(w, "Written by `%s` on %s; the run took %v. The inputs are next to this file: `bench.txt` (`go test -bench` output of `test/bench`), `failover.json`, `steady.json`, `controller.json`.\n",
 		rp.command, rp.date.UTC().Format("2006-01-02 15:04 MST"), rp.elapsed.Round(time.Second))
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "The numbers are from this one machine; they move with it, so compare ratios within a run.")
@@ -105,6 +106,24 @@ func (rp report) markdown(w *strings.Builder, plots map[string]plotFile) {
 		img("apiwrites", "election API writes per minute")
 	} else {
 		fmt.Fprintln(w, "Not run (no failover.json).")
+	}
+
+	fmt.Fprintln(w, "\n## Steady state: what an election costs, Redis agent and plugin against Lease")
+	fmt.Fprintln(w)
+	if st := rp.steady; st != nil {
+		fmt.Fprintf(w, "N candidates of one election against an envtest API server, counted over %s once a leader settled (the rates use the measured time; the run fails if the leader changed). Redis agent: `redislock agent` processes, as the webhook injects them; Redis plugin: `test/e2e/sampleoperator` with `pkg/election`; Lease: the same operator with controller-runtime's Lease election. All three with the same timing: LeaseDuration (a RedisLock's ttl) %s, RenewDeadline %s, RetryPeriod (renewInterval) %s. ",
+			st.Window, st.LeaseDuration, st.RenewDeadline, st.RetryPeriod)
+		fmt.Fprintln(w, "Redis: every command the one redis-server ran (`INFO commandstats`, the commands scripts run counted too), the `redislock controller`'s (which shows the holder) included; scripts are the lock operations, against E1's natural rate (the leader's renewal per renewInterval, one attempt per ttl from each standby and from the controller). API: kube-apiserver's own `apiserver_request_total` on Leases, RedisLocks, Events, Pods and Secrets, the same count for every method: writes are create, update, patch and delete; reads are get, list and watch (a watch counts when it ends). The API server runs without its identity Lease, so it makes no requests of its own there; \"no election\" is the control: the same count with nothing running.")
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "| method | candidates | Redis commands/s | Redis scripts/s | E1 natural scripts/s | API writes/min | API reads/min |")
+		fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|")
+		for _, c := range st.Cases {
+			fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %.1f | %.1f |\n", methodLabel(c.Method), c.Candidates,
+				rate(c.RedisCommandsPerSecond), rate(c.RedisScriptsPerSecond), rate(c.NaturalScriptsPerSecond),
+				c.APIWritesPerMinute, c.APIReadsPerMinute)
+		}
+	} else {
+		fmt.Fprintln(w, "Not run (no steady.json).")
 	}
 
 	fmt.Fprintln(w, "\n## The controller at scale")
