@@ -12,8 +12,9 @@
 #                   (for envtest: the assets directory)
 #   --print-assets  the same as `--print envtest`
 #
-# stdout carries only what --print asks for. Each build logs one line with its
-# duration on stderr; when everything is already built, nothing is logged.
+# stdout carries only what --print asks for. Each build logs on stderr a line
+# before it (what, and about how long it takes cold on 2 cores) and one after
+# (how long it took); when everything is already built, nothing is logged.
 #
 # Versions are pinned only in hack/tools/<module>/go.mod. Outputs are keyed by
 # version, so bumping a pin rebuilds on the next run:
@@ -45,13 +46,15 @@ pinned() {
   (cd "$root/hack/tools/$1" && go list -m -f "$format" "$2")
 }
 
-# build DIR OUT PKG [LDFLAGS]: unless OUT exists, build PKG with the
-# requirements of hack/tools/DIR into OUT.
+# build DIR OUT PKG ABOUT [LDFLAGS]: unless OUT exists, build PKG with the
+# requirements of hack/tools/DIR into OUT, saying first what it builds and
+# ABOUT how long that takes cold on 2 cores (go prints only its downloads).
 build() {
   local out=$2 start=$SECONDS
   [[ -x $out ]] && return
+  echo "ensure-tools: building ${out#"$root"/} from $3 (cold on 2 cores: $4)..." >&2
   mkdir -p "$(dirname "$out")"
-  (cd "$root/hack/tools/$1" && go build -trimpath -ldflags "-s -w ${4:-}" -o "$out.tmp$$" "$3")
+  (cd "$root/hack/tools/$1" && go build -trimpath -ldflags "-s -w ${5:-}" -o "$out.tmp$$" "$3")
   mv -f "$out.tmp$$" "$out"
   echo "ensure-tools: built ${out#"$root"/} in $((SECONDS - start))s" >&2
 }
@@ -65,9 +68,9 @@ envtest() {
     ld+=" -X $p.gitVersion=$kv -X $p.gitMajor=$(cut -d. -f1 <<<"${kv#v}")"
     ld+=" -X $p.gitMinor=$(cut -d. -f2 <<<"$kv") -X $p.gitTreeState=clean"
   done
-  build kube "$path/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver "$ld"
-  build kube "$path/kubectl" k8s.io/kubernetes/cmd/kubectl "$ld"
-  build etcd "$root/bin/etcd-$ev" go.etcd.io/etcd/server/v3
+  build kube "$path/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver "5 to 7 min" "$ld"
+  build kube "$path/kubectl" k8s.io/kubernetes/cmd/kubectl "about 30s after kube-apiserver" "$ld"
+  build etcd "$root/bin/etcd-$ev" go.etcd.io/etcd/server/v3 "about 40s"
   [[ $(readlink "$path/etcd" 2>/dev/null) == ../../etcd-$ev ]] ||
     ln -sfn "../../etcd-$ev" "$path/etcd"
 }
@@ -87,19 +90,19 @@ for tool; do
     controller-gen)
       v=$(pinned controller-gen sigs.k8s.io/controller-tools)
       path=$root/bin/controller-gen-$v
-      build controller-gen "$path" sigs.k8s.io/controller-tools/cmd/controller-gen \
+      build controller-gen "$path" sigs.k8s.io/controller-tools/cmd/controller-gen "about 30s" \
         "-X sigs.k8s.io/controller-tools/pkg/version.version=$v" ;;
     golangci-lint)
       v=$(pinned golangci-lint github.com/golangci/golangci-lint/v2)
       path=$root/bin/golangci-lint-$v
       date=$(pinned golangci-lint github.com/golangci/golangci-lint/v2 \
         '{{with .Time}}{{.UTC.Format "2006-01-02T15:04:05Z"}}{{end}}')
-      build golangci-lint "$path" github.com/golangci/golangci-lint/v2/cmd/golangci-lint \
+      build golangci-lint "$path" github.com/golangci/golangci-lint/v2/cmd/golangci-lint "about 1.5 min" \
         "-X main.version=${v#v} -X main.date=${date:-unknown}" ;;
     helm)
       v=$(pinned helm helm.sh/helm/v3)
       path=$root/bin/helm-$v
-      build helm "$path" helm.sh/helm/v3/cmd/helm \
+      build helm "$path" helm.sh/helm/v3/cmd/helm "about 1 min" \
         "-X helm.sh/helm/v3/internal/version.version=$v -X helm.sh/helm/v3/internal/version.gitTreeState=clean" ;;
     crds)
       gen=$("$0" --print controller-gen)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"os/exec"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -53,39 +54,108 @@ func Clients(t testing.TB, servers ...*redisproc.Server) []redis.UniversalClient
 	return cs
 }
 
+// poll is how often the waits below ask a server again.
+const poll = 50 * time.Millisecond
+
+// pollUntil calls cond every poll until it reports done or fails, or
+// within has passed or ctx has ended, and then returns ctx's error. It is
+// wait.PollUntilContextTimeout (immediate), which this package does not
+// use: the module of test/bench imports it and does not require
+// k8s.io/apimachinery.
+func pollUntil(ctx context.Context, within time.Duration, cond func(context.Context) (bool, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	tick := time.NewTicker(poll)
+	defer tick.Stop()
+	for {
+		if done, err := cond(ctx); err != nil || done {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// stateTimeout bounds each command that reads a server's state for a
+// failure message, so that a hung server cannot hang the report of it.
+const stateTimeout = 2 * time.Second
+
 // StartCluster launches a Redis Cluster of n masters (no replicas), with
 // redis-cli --cluster create, and returns its seed addresses once every
-// slot is served.
+// node sees every slot served. Within cluster-node-timeout every node has
+// pinged every other (it pings any peer it has not heard from for half of
+// it), so the nodes agree within that; the whole start may take twice
+// that on a loaded machine, and a failure shows each node's CLUSTER INFO
+// and CLUSTER NODES.
 func StartCluster(t testing.TB, n int) []string {
 	t.Helper()
 	var addrs []string
-	for i := 0; i < n; i++ {
+	for range n {
 		s := Start(t, redisproc.Options{Args: []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"}})
 		addrs = append(addrs, s.Addr)
 	}
+	nodeTimeout, err := clusterNodeTimeout(addrs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	within := 2 * nodeTimeout
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
 	args := append([]string{"--cluster", "create"}, addrs...)
 	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
-	if out, err := exec.Command("redis-cli", args...).CombinedOutput(); err != nil {
-		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
+	if out, err := exec.CommandContext(ctx, "redis-cli", args...).CombinedOutput(); err != nil {
+		t.Fatalf("redis-cli --cluster create (within %v): %v\n%s\n%s", within, err, out, clusterState(addrs))
 	}
-	// Every node must see every slot served, not just the first asked.
-	deadline := time.Now().Add(10 * time.Second)
-	for _, a := range addrs {
-		c := redis.NewClient(&redis.Options{Addr: a})
-		for {
-			info, err := c.ClusterInfo(context.Background()).Result()
-			if err == nil && strings.Contains(info, "cluster_state:ok") {
-				break
+	clients := make([]*redis.Client, len(addrs))
+	for i, a := range addrs {
+		clients[i] = redis.NewClient(&redis.Options{Addr: a, ContextTimeoutEnabled: true})
+		defer func() { _ = clients[i].Close() }()
+	}
+	err = pollUntil(ctx, within, func(ctx context.Context) (bool, error) {
+		for _, c := range clients {
+			info, err := c.ClusterInfo(ctx).Result()
+			if err != nil || !strings.Contains(info, "cluster_state:ok") {
+				return false, nil
 			}
-			if time.Now().After(deadline) {
-				_ = c.Close()
-				t.Fatalf("cluster node %s not ok after 10s: %v %s", a, err, info)
-			}
-			time.Sleep(20 * time.Millisecond)
 		}
-		_ = c.Close()
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("Redis Cluster not ok within %v (twice cluster-node-timeout): %v\n%s", within, err, clusterState(addrs))
 	}
 	return addrs
+}
+
+// clusterNodeTimeout reads cluster-node-timeout from the node at addr.
+func clusterNodeTimeout(addr string) (time.Duration, error) {
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer func() { _ = c.Close() }()
+	ctx, cancel := context.WithTimeout(context.Background(), stateTimeout)
+	defer cancel()
+	cfg, err := c.ConfigGet(ctx, "cluster-node-timeout").Result()
+	if err != nil {
+		return 0, fmt.Errorf("CONFIG GET cluster-node-timeout on %s: %w", addr, err)
+	}
+	return millis(cfg, "cluster-node-timeout")
+}
+
+// clusterState is each node's own view of the cluster, for a failure
+// message.
+func clusterState(addrs []string) string {
+	var b strings.Builder
+	for _, a := range addrs {
+		c := redis.NewClient(&redis.Options{Addr: a, ContextTimeoutEnabled: true})
+		ctx, cancel := context.WithTimeout(context.Background(), stateTimeout)
+		info, err := c.ClusterInfo(ctx).Result()
+		nodes, nerr := c.ClusterNodes(ctx).Result()
+		cancel()
+		_ = c.Close()
+		fmt.Fprintf(&b, "node %s:\n  CLUSTER INFO: %s\n  CLUSTER NODES:\n%s", a, oneLine(info, err), indent(nodes, nerr))
+	}
+	return b.String()
 }
 
 // WaitUp waits until every server has been up for at least d, as the lock
@@ -93,60 +163,64 @@ func StartCluster(t testing.TB, n int) []string {
 // whole-second readings, less one second), failing t after d plus 5s.
 func WaitUp(t testing.TB, d time.Duration, servers ...*redisproc.Server) {
 	t.Helper()
-	deadline := time.Now().Add(d + 5*time.Second)
+	within := d + 5*time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
 	for _, s := range servers {
 		c := s.Client()
-		for {
-			up, err := upAtLeast(c)
-			if err != nil {
-				_ = c.Close()
-				t.Fatal(err)
-			}
-			if up >= d {
-				break
-			}
-			if time.Now().After(deadline) {
-				_ = c.Close()
-				t.Fatalf("redis-server %s up only %v after waiting for %v", s.Addr, up, d)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		var up time.Duration
+		err := pollUntil(ctx, within, func(ctx context.Context) (bool, error) {
+			var err error
+			up, err = upAtLeast(ctx, c)
+			return up >= d, err
+		})
 		_ = c.Close()
+		if err != nil {
+			t.Fatalf("redis-server %s up only %v after waiting %v for %v: %v", s.Addr, up, within, d, err)
+		}
 	}
 }
 
-func upAtLeast(c *redis.Client) (time.Duration, error) {
-	info, err := c.Info(context.Background(), "server").Result()
+func upAtLeast(ctx context.Context, c *redis.Client) (time.Duration, error) {
+	info, err := c.Info(ctx, "server").Result()
 	if err != nil {
 		return 0, err
 	}
-	for line := range strings.SplitSeq(info, "\r\n") {
-		if v, ok := strings.CutPrefix(line, "uptime_in_seconds:"); ok {
-			n, err := strconv.Atoi(v)
-			if err != nil {
-				return 0, fmt.Errorf("uptime_in_seconds %q: %w", v, err)
-			}
-			return time.Duration(n-1) * time.Second, nil
-		}
+	v, ok := infoField(info, "uptime_in_seconds")
+	if !ok {
+		return 0, fmt.Errorf("no uptime_in_seconds in INFO server")
 	}
-	return 0, fmt.Errorf("no uptime_in_seconds in INFO server")
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return 0, fmt.Errorf("uptime_in_seconds %q: %w", v, err)
+	}
+	return time.Duration(n-1) * time.Second, nil
 }
 
 // SentinelGroup is a Sentinel-managed deployment: a master, its replicas
 // and the Sentinels that watch it under MasterName.
 type SentinelGroup struct {
 	MasterName string
-	Master     *redisproc.Server
-	Replicas   []*redisproc.Server
-	Sentinels  []*redisproc.Server
+	// Master is the master the group started with; after a failover,
+	// MasterAddr and Server find the current one.
+	Master    *redisproc.Server
+	Replicas  []*redisproc.Server
+	Sentinels []*redisproc.Server
 }
 
 // StartSentinelGroup starts a master, replicas replicas of it and
 // sentinels Sentinels (quorum 1, down after 1s), and waits until every
-// replica is in sync and every Sentinel knows every replica.
+// replica is in sync and every Sentinel knows every replica. The replicas
+// are in sync before the Sentinels start, so that a Sentinel's first INFO
+// of the master lists them; otherwise it learns of them from the next, an
+// INFO period (10s) later. The sync may take the master's repl-timeout,
+// after which the master would give up on it, and the Sentinels three of
+// their INFO periods; past either, t fails with the servers' own state.
 func StartSentinelGroup(t testing.TB, replicas, sentinels int) *SentinelGroup {
 	t.Helper()
-	g := &SentinelGroup{MasterName: "mymaster", Master: Start(t, redisproc.Options{})}
+	// The master starts a full sync as soon as a replica asks, rather than
+	// waiting 5s for more replicas to ask too.
+	g := &SentinelGroup{MasterName: "mymaster", Master: Start(t, redisproc.Options{Args: []string{"--repl-diskless-sync-delay", "0"}})}
 	host, port, err := net.SplitHostPort(g.Master.Addr)
 	if err != nil {
 		t.Fatal(err)
@@ -154,31 +228,51 @@ func StartSentinelGroup(t testing.TB, replicas, sentinels int) *SentinelGroup {
 	for range replicas {
 		g.Replicas = append(g.Replicas, Start(t, redisproc.Options{Args: []string{"--replicaof", host, port}}))
 	}
+	ctx := context.Background()
+	mc := g.Master.Client()
+	defer func() { _ = mc.Close() }()
+	cfg, err := mc.ConfigGet(ctx, "repl-timeout").Result()
+	if err != nil {
+		t.Fatalf("CONFIG GET repl-timeout: %v", err)
+	}
+	replTimeout, err := strconv.Atoi(cfg["repl-timeout"])
+	if err != nil {
+		t.Fatalf("repl-timeout %q: %v", cfg["repl-timeout"], err)
+	}
+	within := time.Duration(replTimeout) * time.Second
+	err = pollUntil(ctx, within, func(ctx context.Context) (bool, error) {
+		return inSync(ctx, mc, replicas), nil
+	})
+	if err != nil {
+		t.Fatalf("%d replicas not in sync within %v (the master's repl-timeout): %v\n%s", replicas, within, err, g.state())
+	}
 	for range sentinels {
 		g.Sentinels = append(g.Sentinels, Start(t, redisproc.Options{SentinelFor: g.MasterName + " " + g.Master.Addr}))
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for !g.settled(replicas) {
-		if time.Now().After(deadline) {
-			t.Fatalf("Sentinel group not settled within 30s")
-		}
-		time.Sleep(100 * time.Millisecond)
+	timing, err := g.timing(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	within = 3 * timing.infoPeriod
+	err = pollUntil(ctx, within, func(ctx context.Context) (bool, error) {
+		return inSync(ctx, mc, replicas) && g.known(ctx, replicas), nil
+	})
+	if err != nil {
+		t.Fatalf("Sentinels do not all know the %d replicas within %v (3 of their INFO periods): %v\n%s", replicas, within, err, g.state())
 	}
 	return g
 }
 
-// settled reports whether the master has n replicas online and every
-// Sentinel sees them.
-func (g *SentinelGroup) settled(n int) bool {
-	ctx := context.Background()
-	mc := g.Master.Client()
-	defer func() { _ = mc.Close() }()
+// inSync reports whether the master (mc) has n replicas online.
+func inSync(ctx context.Context, mc *redis.Client, n int) bool {
 	info, err := mc.Info(ctx, "replication").Result()
-	if err != nil || strings.Count(info, "state=online") != n {
-		return false
-	}
+	return err == nil && strings.Count(info, "state=online") == n
+}
+
+// known reports whether every Sentinel knows n replicas.
+func (g *SentinelGroup) known(ctx context.Context, n int) bool {
 	for _, s := range g.Sentinels {
-		sc := redis.NewSentinelClient(&redis.Options{Addr: s.Addr})
+		sc := g.sentinel(s)
 		reps, err := sc.Replicas(ctx, g.MasterName).Result()
 		_ = sc.Close()
 		if err != nil || len(reps) != n {
@@ -186,6 +280,158 @@ func (g *SentinelGroup) settled(n int) bool {
 		}
 	}
 	return true
+}
+
+// Failover forces a failover (SENTINEL FAILOVER on the first Sentinel) and
+// returns the master before it and the one promoted, once that Sentinel
+// names the new one. Sentinel refuses while a failover is in progress
+// (INPROG) and while no replica is fit to promote (NOGOODSLAVE: until it
+// has a recent INFO from one), and abandons a failover whose replica is
+// not promoted within its failover-timeout; Failover asks again in each
+// case. A Sentinel that was starved of CPU for a moment enters TILT mode
+// and takes no action for its TILT period, so the deadline is that period
+// and two failover attempts (failover-timeout plus an INFO period each),
+// all read from the Sentinel. On failure the error holds the state of
+// every server of the group.
+func (g *SentinelGroup) Failover(ctx context.Context) (old, promoted string, err error) {
+	sc := g.sentinel(g.Sentinels[0])
+	defer func() { _ = sc.Close() }()
+	if old, err = masterAddr(ctx, sc, g.MasterName); err != nil {
+		return "", "", err
+	}
+	timing, err := g.timing(ctx)
+	if err != nil {
+		return old, "", err
+	}
+	within := timing.tiltPeriod + 2*(timing.failoverTimeout+timing.infoPeriod)
+	requested, accepted := false, 0
+	last := "none" // the last refusal or timeout, for the report
+	err = pollUntil(ctx, within, func(ctx context.Context) (bool, error) {
+		done, err := func() (bool, error) {
+			if !requested {
+				if err := sc.Failover(ctx, g.MasterName).Err(); err != nil {
+					return false, err
+				}
+				requested, accepted = true, accepted+1
+			}
+			m, err := sc.Master(ctx, g.MasterName).Result()
+			if err != nil {
+				return false, err
+			}
+			// While the failover reconfigures the replicas, Sentinel
+			// already names the promoted one.
+			if promoted, err = masterAddr(ctx, sc, g.MasterName); err != nil {
+				return false, err
+			}
+			// A failover no longer in progress with no new master was
+			// abandoned (the replica was not promoted in time): ask again.
+			requested = strings.Contains(m["flags"], "failover_in_progress")
+			return promoted != old, nil
+		}()
+		switch {
+		case err == nil:
+			return done, nil
+		case ctx.Err() != nil: // the deadline, reported below
+			return false, nil
+		case strings.HasPrefix(err.Error(), "INPROG"), strings.HasPrefix(err.Error(), "NOGOODSLAVE"), isTimeout(err):
+			last = err.Error()
+			return false, nil
+		}
+		return false, err
+	})
+	if err != nil {
+		return old, "", fmt.Errorf("redistest: the Sentinel at %s named no new master within %v (its TILT period, and failover-timeout and INFO period twice); %d SENTINEL FAILOVER accepted, last refusal or timeout: %s: %w\n%s",
+			g.Sentinels[0].Addr, within, accepted, last, err, g.state())
+	}
+	return old, promoted, nil
+}
+
+// isTimeout reports whether err is a command that timed out, as one may
+// on a loaded machine.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// sentinelTiming is what a Sentinel is configured to take: for the
+// master, from SENTINEL MASTER; for itself, from SENTINEL DEBUG.
+type sentinelTiming struct {
+	failoverTimeout time.Duration // failover-timeout
+	infoPeriod      time.Duration // INFO-PERIOD: how often it reads INFO of each server
+	tiltPeriod      time.Duration // TILT-PERIOD: how long it takes no action after a stall
+}
+
+// timing reads the first Sentinel's timing.
+func (g *SentinelGroup) timing(ctx context.Context) (sentinelTiming, error) {
+	sc := g.sentinel(g.Sentinels[0])
+	defer func() { _ = sc.Close() }()
+	m, err := sc.Master(ctx, g.MasterName).Result()
+	if err != nil {
+		return sentinelTiming{}, fmt.Errorf("SENTINEL MASTER %s: %w", g.MasterName, err)
+	}
+	debug := redis.NewMapStringStringCmd(ctx, "sentinel", "debug")
+	if err := sc.Process(ctx, debug); err != nil {
+		return sentinelTiming{}, fmt.Errorf("SENTINEL DEBUG: %w", err)
+	}
+	var st sentinelTiming
+	for _, f := range []struct {
+		into *time.Duration
+		from map[string]string
+		key  string
+	}{
+		{&st.failoverTimeout, m, "failover-timeout"},
+		{&st.infoPeriod, debug.Val(), "INFO-PERIOD"},
+		{&st.tiltPeriod, debug.Val(), "TILT-PERIOD"},
+	} {
+		if *f.into, err = millis(f.from, f.key); err != nil {
+			return sentinelTiming{}, err
+		}
+	}
+	return st, nil
+}
+
+// millis reads m[key], a number of milliseconds.
+func millis(m map[string]string, key string) (time.Duration, error) {
+	n, err := strconv.ParseInt(m[key], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%s %q: %w", key, m[key], err)
+	}
+	return time.Duration(n) * time.Millisecond, nil
+}
+
+// state is what each server of the group says of itself, for a failure
+// message: each Sentinel's SENTINEL MASTER, its view of the replicas and
+// whether it is in TILT mode, and INFO replication of each Redis.
+func (g *SentinelGroup) state() string {
+	var b strings.Builder
+	for _, s := range g.Sentinels {
+		sc := g.sentinel(s)
+		ctx, cancel := context.WithTimeout(context.Background(), stateTimeout)
+		m, err := sc.Master(ctx, g.MasterName).Result()
+		fmt.Fprintf(&b, "sentinel %s:\n  SENTINEL MASTER %s: %s\n", s.Addr, g.MasterName, pairs(m, err))
+		reps, err := sc.Replicas(ctx, g.MasterName).Result()
+		if err != nil {
+			fmt.Fprintf(&b, "  SENTINEL REPLICAS: error: %v\n", err)
+		}
+		for _, r := range reps {
+			fmt.Fprintf(&b, "  replica %s flags=%s master-link-status=%s master-host=%s master-port=%s slave-repl-offset=%s info-refresh=%s\n",
+				r["name"], r["flags"], r["master-link-status"], r["master-host"], r["master-port"], r["slave-repl-offset"], r["info-refresh"])
+		}
+		info := redis.NewStringCmd(ctx, "info", "sentinel")
+		_ = sc.Process(ctx, info)
+		fmt.Fprintf(&b, "  INFO sentinel: %s\n", oneLine(info.Val(), info.Err()))
+		cancel()
+		_ = sc.Close()
+	}
+	for _, s := range append([]*redisproc.Server{g.Master}, g.Replicas...) {
+		c := s.Client()
+		ctx, cancel := context.WithTimeout(context.Background(), stateTimeout)
+		info, err := c.Info(ctx, "replication").Result()
+		cancel()
+		_ = c.Close()
+		fmt.Fprintf(&b, "redis %s: INFO replication: %s\n", s.Addr, oneLine(info, err))
+	}
+	return b.String()
 }
 
 // SentinelAddrs are the Sentinels' addresses.
@@ -201,15 +447,32 @@ func (g *SentinelGroup) SentinelAddrs() []string {
 func (g *SentinelGroup) MasterAddr(ctx context.Context) (string, error) {
 	var errs []error
 	for _, s := range g.Sentinels {
-		sc := redis.NewSentinelClient(&redis.Options{Addr: s.Addr})
-		addr, err := sc.GetMasterAddrByName(ctx, g.MasterName).Result()
+		sc := g.sentinel(s)
+		addr, err := masterAddr(ctx, sc, g.MasterName)
 		_ = sc.Close()
-		if err == nil && len(addr) == 2 {
-			return net.JoinHostPort(addr[0], addr[1]), nil
+		if err == nil {
+			return addr, nil
 		}
 		errs = append(errs, err)
 	}
 	return "", fmt.Errorf("no Sentinel named the master: %w", errors.Join(errs...))
+}
+
+// masterAddr asks sc where the master called name is.
+func masterAddr(ctx context.Context, sc *redis.SentinelClient, name string) (string, error) {
+	addr, err := sc.GetMasterAddrByName(ctx, name).Result()
+	if err != nil {
+		return "", fmt.Errorf("SENTINEL GET-MASTER-ADDR-BY-NAME %s: %w", name, err)
+	}
+	if len(addr) != 2 {
+		return "", fmt.Errorf("SENTINEL GET-MASTER-ADDR-BY-NAME %s: %q is not host and port", name, addr)
+	}
+	return net.JoinHostPort(addr[0], addr[1]), nil
+}
+
+// sentinel returns a client of Sentinel s; the caller closes it.
+func (g *SentinelGroup) sentinel(s *redisproc.Server) *redis.SentinelClient {
+	return redis.NewSentinelClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true})
 }
 
 // Server returns the server of the group at addr, nil if none.
@@ -220,4 +483,60 @@ func (g *SentinelGroup) Server(addr string) *redisproc.Server {
 		}
 	}
 	return nil
+}
+
+// infoField finds field in an INFO reply.
+func infoField(info, field string) (string, bool) {
+	for line := range strings.SplitSeq(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// oneLine is an INFO-style reply on one line, its comments dropped, or
+// the error that came instead.
+func oneLine(reply string, err error) string {
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	var fields []string
+	for line := range strings.SplitSeq(reply, "\r\n") {
+		if line != "" && !strings.HasPrefix(line, "#") {
+			fields = append(fields, line)
+		}
+	}
+	return strings.Join(fields, " ")
+}
+
+// indent is a multi-line reply indented by four spaces, or the error that
+// came instead.
+func indent(reply string, err error) string {
+	if err != nil {
+		return "    error: " + err.Error() + "\n"
+	}
+	var b strings.Builder
+	for line := range strings.SplitSeq(strings.TrimSpace(reply), "\n") {
+		b.WriteString("    " + line + "\n")
+	}
+	return b.String()
+}
+
+// pairs is a map reply as sorted key=value pairs, or the error that came
+// instead.
+func pairs(m map[string]string, err error) string {
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	kv := make([]string, len(keys))
+	for i, k := range keys {
+		kv[i] = k + "=" + m[k]
+	}
+	return strings.Join(kv, " ")
 }

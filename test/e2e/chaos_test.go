@@ -20,8 +20,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/redislock/redislock/internal/redisproc"
 	"github.com/redislock/redislock/internal/redistest"
 )
@@ -62,8 +60,9 @@ func TestChaos(t *testing.T) {
 		t.Run(name, func(t *testing.T) { row = runChaos(t, name, deployment, bins, window, rng) })
 		rows = append(rows, row)
 	}
-	t.Logf("chaos summary (ttl %v):\n%-9s %6s %8s %6s %12s %15s  %s\n%s", faultTiming.lease,
-		"backend", "faults", "answers", "terms", "S1 overlaps", "S3 regressions", "L1: longest time with no leader after a fault, by kind",
+	t.Logf("chaos summary (ttl %v; scripts/s: the busiest node, idle for %v and under faults; fence: median growth per leadership change; writes: RedisLock status writes a minute under faults):\n%-9s %6s %8s %6s %12s %15s %11s %11s %7s %9s  %s\n%s",
+		faultTiming.lease, chaosIdleWindow,
+		"backend", "faults", "answers", "terms", "S1 overlaps", "S3 regressions", "scripts/s", "(faults)", "fence+", "writes/m", "L1: longest time with no leader after a fault, by kind",
 		strings.Join(rows, "\n"))
 }
 
@@ -78,6 +77,11 @@ type chaosBackend struct {
 	faults map[string]func(rng *rand.Rand) string
 	// proxies carry every candidate's traffic to Redis, when they can.
 	proxies []*chaosProxy
+	// nodes are the Redis servers, for counting what they execute.
+	nodes []*redisproc.Server
+	// redlock says the nodes are independent Redlock nodes (not one
+	// deployment's master and replicas).
+	redlock bool
 }
 
 // chaosRun is one backend's run: its candidates and what happened.
@@ -120,6 +124,9 @@ func runChaos(t *testing.T, name string, deployment func(*testing.T, *chaosRun) 
 	if out, err := kubectlIn(t, manifest, "apply", "-n", r.ns, "-f", "-"); err != nil {
 		t.Fatalf("apply RedisLock: %v\n%s", err, out)
 	}
+	// The controller shows the holder in the status: its status writes
+	// are counted, and its Inspects are part of what Redis serves.
+	startController(t, nil)
 	for i := range 3 {
 		r.start(fmt.Sprintf("agent-%d", i), "agent", freeAddr(t))
 	}
@@ -131,6 +138,16 @@ func runChaos(t *testing.T, name string, deployment func(*testing.T, *chaosRun) 
 	t.Cleanup(p.stop)
 	ttl := faultTiming.lease
 	waitChaosLeader(t, p, 3*ttl+10*time.Second)
+	pause(ttl) // the standbys' first attempts after the start race
+	idle := r.measureCost(b.nodes, func() int {
+		terms := len(r.journalCopy())
+		pause(chaosIdleWindow) // the counting window, not a wait for a condition
+		return len(r.journalCopy()) - terms
+	})
+	if idle.changes != 0 || idle.writesPerMinute != 0 {
+		t.Errorf("E1: with a stable leader for %v: %d leadership changes and %.1f status writes a minute; want none", idle.took.Round(time.Second), idle.changes, idle.writesPerMinute)
+	}
+	idle.check(t, "idle", 0)
 
 	faults := map[string]func(rng *rand.Rand) string{
 		"kill": r.killAndRestart,
@@ -143,6 +160,9 @@ func runChaos(t *testing.T, name string, deployment func(*testing.T, *chaosRun) 
 	for k, f := range b.faults {
 		faults[k] = f
 	}
+	for k, f := range r.redisSideFaults(b.nodes, b.redlock) {
+		faults[k] = f
+	}
 	kinds := make([]string, 0, len(faults))
 	for k := range faults {
 		kinds = append(kinds, k)
@@ -151,6 +171,7 @@ func runChaos(t *testing.T, name string, deployment func(*testing.T, *chaosRun) 
 
 	var done []chaosFault
 	end := time.Now().Add(window)
+	cost := r.startCost(b.nodes)
 	// Every kind once, in random order, then again, and so on: a short
 	// run still sees each fault.
 	var order []string
@@ -176,10 +197,19 @@ func runChaos(t *testing.T, name string, deployment func(*testing.T, *chaosRun) 
 	}
 	settle := time.Now()
 	waitUntil(t, 10*time.Second, "the last fault's aftermath to be sampled", func() bool { return time.Since(settle) > time.Second })
+	spans, total, _, bad := p.terms()
+	run := cost.stop(len(spans))
 	p.stop()
 	r.stopAll()
-
-	spans, total, _, bad := p.terms()
+	// Each fault may cost a few leadership changes, and a candidate cut
+	// off or facing a restarted node retries every renewInterval.
+	run.check(t, "under faults", len(spans)+len(done))
+	growth := fenceGrowth(spans)
+	// A node restarted without persistence starts its counter anew from
+	// its clock, a jump; otherwise a change adds about one.
+	if len(growth) > 0 && growth[len(growth)/2] > 3 {
+		t.Errorf("fencing tokens grew by a median of %d per leadership change (%v); a failed attempt must take its count back", growth[len(growth)/2], growth)
+	}
 	for _, s := range bad {
 		t.Error(s)
 	}
@@ -209,7 +239,12 @@ func runChaos(t *testing.T, name string, deployment func(*testing.T, *chaosRun) 
 			l1 = append(l1, fmt.Sprintf("%s %v", k, g.Round(10*time.Millisecond)))
 		}
 	}
-	return fmt.Sprintf("%-9s %6d %8d %6d %12d %15d  %s", name, len(done), total, len(spans), len(over), len(regr), strings.Join(l1, ", "))
+	median := int64(0)
+	if len(growth) > 0 {
+		median = growth[len(growth)/2]
+	}
+	return fmt.Sprintf("%-9s %6d %8d %6d %12d %15d %11.1f %11.1f %7d %9.1f  %s", name, len(done), total, len(spans), len(over), len(regr),
+		idle.maxScriptsPerSecond(), run.maxScriptsPerSecond(), median, run.writesPerMinute, strings.Join(l1, ", "))
 }
 
 // chaosL1Bound is the longest time with no leader a fault of kind may
@@ -338,9 +373,7 @@ func (r *chaosRun) readJournal(id, kind string, out io.Reader) {
 // come (a replica stopped right after it acquired), so plugin records are
 // only counted.
 func (r *chaosRun) checkJournal(spans []span) {
-	r.mu.Lock()
-	journal := append([]journalEntry(nil), r.journal...)
-	r.mu.Unlock()
+	journal := r.journalCopy()
 	sort.Slice(journal, func(i, j int) bool { return journal[i].at.Before(journal[j].at) })
 	for _, s := range spans {
 		if !strings.HasPrefix(s.id, "agent-") {
@@ -623,6 +656,7 @@ func singleBackend(t *testing.T, r *chaosRun) chaosBackend {
 	return chaosBackend{
 		spec:    fmt.Sprintf("    addrs: [%q]\n", p.addr()),
 		proxies: []*chaosProxy{p},
+		nodes:   []*redisproc.Server{s},
 		faults: map[string]func(*rand.Rand) string{
 			"restart": func(*rand.Rand) string { restartRedis(t, s); return s.Addr },
 		},
@@ -643,6 +677,8 @@ func redlockBackend(t *testing.T, r *chaosRun) chaosBackend {
 	return chaosBackend{
 		spec:    fmt.Sprintf("    mode: Redlock\n    addrs: [%s]\n", strings.Join(addrs, ", ")),
 		proxies: proxies,
+		nodes:   servers,
+		redlock: true,
 		faults: map[string]func(*rand.Rand) string{
 			"restart": func(rng *rand.Rand) string {
 				s := servers[rng.IntN(len(servers))]
@@ -675,31 +711,16 @@ func sentinelBackend(t *testing.T, r *chaosRun) chaosBackend {
 		addrs = append(addrs, fmt.Sprintf("%q", a))
 	}
 	return chaosBackend{
-		spec: fmt.Sprintf("    mode: Sentinel\n    masterName: %s\n    addrs: [%s]\n", g.MasterName, strings.Join(addrs, ", ")),
+		spec:  fmt.Sprintf("    mode: Sentinel\n    masterName: %s\n    addrs: [%s]\n", g.MasterName, strings.Join(addrs, ", ")),
+		nodes: append([]*redisproc.Server{g.Master}, g.Replicas...),
 		faults: map[string]func(*rand.Rand) string{
 			"failover": func(*rand.Rand) string {
-				ctx := context.Background()
-				old, _ := g.MasterAddr(ctx)
-				sc := redis.NewSentinelClient(&redis.Options{Addr: g.Sentinels[0].Addr})
-				defer func() { _ = sc.Close() }()
-				// Right after a failover, Sentinel answers INPROG while it
-				// reconfigures the replicas, or NOGOODSLAVE until one is
-				// fit to promote; try again until it accepts.
-				var err error
-				waitUntil(t, 30*time.Second, "SENTINEL FAILOVER to be accepted", func() bool {
-					err = sc.Failover(ctx, g.MasterName).Err()
-					notReady := err != nil && (strings.Contains(err.Error(), "INPROG") || strings.Contains(err.Error(), "NOGOODSLAVE"))
-					return !notReady
-				})
+				old, promoted, err := g.Failover(context.Background())
 				if err != nil {
-					t.Errorf("SENTINEL FAILOVER: %v", err)
+					t.Errorf("Sentinel failover: %v", err)
 					return old
 				}
-				waitUntil(t, 30*time.Second, "the Sentinels to name a new master", func() bool {
-					now, _ := g.MasterAddr(ctx)
-					return now != "" && now != old
-				})
-				return old
+				return old + " -> " + promoted
 			},
 		},
 	}
