@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/util/csaupgrade"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -218,11 +220,36 @@ func (r *RedisLockReconciler) writeStatus(ctx context.Context, rl, before *v1alp
 		return ctrl.Result{}, fmt.Errorf("status to apply: %w", err)
 	}
 	delete(u, "spec")
+	if err := r.adoptStatus(ctx, rl); err != nil {
+		return ctrl.Result{}, fmt.Errorf("take over status fields written by update: %w", err)
+	}
 	apply := client.ApplyConfigurationFromUnstructured(&unstructured.Unstructured{Object: u})
 	if err := r.Status().Apply(ctx, apply, client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
 		return ctrl.Result{}, fmt.Errorf("apply status: %w", err)
 	}
 	return res, nil
+}
+
+// adoptStatus moves to fieldOwner the status fields that an Update wrote
+// (this controller before it applied status, or anyone else), once: an
+// apply removes only fields its own manager owns, so without this a field
+// an older version set (a holderIdentity, an acquireTime) would stay when
+// the apply leaves it out.
+func (r *RedisLockReconciler) adoptStatus(ctx context.Context, rl *v1alpha1.RedisLock) error {
+	updaters := sets.New[string]()
+	for _, f := range rl.ManagedFields {
+		if f.Operation == metav1.ManagedFieldsOperationUpdate && f.Subresource == "status" {
+			updaters.Insert(f.Manager)
+		}
+	}
+	if updaters.Len() == 0 {
+		return nil
+	}
+	patch, err := csaupgrade.UpgradeManagedFieldsPatch(rl, updaters, fieldOwner, csaupgrade.Subresource("status"))
+	if err != nil || patch == nil {
+		return err
+	}
+	return r.Patch(ctx, rl.DeepCopy(), client.RawPatch(types.JSONPatchType, patch))
 }
 
 // fieldOwner manages the status fields the controller applies.

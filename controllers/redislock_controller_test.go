@@ -787,3 +787,28 @@ func dropValidations(schema map[string]any) {
 		}
 	}
 }
+
+// Status fields an Update wrote (an older controller, which did not apply
+// its status) are taken over, so a holder that is gone is cleared rather
+// than left behind by an apply that omits it.
+func TestStatusWrittenByUpdateIsTakenOver(t *testing.T) {
+	s := redistest.Start(t, redisproc.Options{})
+	ns := namespace(t)
+	rl := redisLock(ns, "upgraded", v1alpha1.ModeStandalone, s.Addr)
+	create(t, rl)
+	waitLock(t, rl, 5*time.Second, "Ready", isCond(v1alpha1.ConditionReady, metav1.ConditionTrue, controllers.ReasonReady))
+	// As the previous version wrote it: a full status update, by another
+	// field manager, naming a holder the lock no longer has.
+	var got v1alpha1.RedisLock
+	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(rl), &got); err != nil {
+		t.Fatal(err)
+	}
+	got.Status.HolderIdentity = "old-holder"
+	got.Status.AcquireTime = &metav1.Time{Time: time.Now()}
+	if err := k8s.Status().Update(context.Background(), &got, client.FieldOwner("redislock-v0")); err != nil {
+		t.Fatal(err)
+	}
+	waitLock(t, rl, 3*resync, "the stale holder cleared", func(got *v1alpha1.RedisLock) bool {
+		return got.Status.HolderIdentity == "" && got.Status.AcquireTime == nil
+	})
+}
