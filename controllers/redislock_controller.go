@@ -125,7 +125,7 @@ func (r *RedisLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 
 	}
 
-	r.checkEviction(ctx, &rl, before)
+	evictionErr := r.checkEviction(ctx, &rl, before)
 	h, err := lc.Inspect(ctx, name)
 	prev := rl.Status.HolderIdentity
 	if applyHolder(&rl, h, err, time.Now()) {
@@ -134,6 +134,9 @@ func (r *RedisLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		if prev != "" && rl.Status.HolderIdentity != "" {
 			transitionsTotal.WithLabelValues(rl.Namespace, rl.Name).Inc()
 		}
+	}
+	if evictionErr != nil && rl.Spec.Redis.EvictingNodes == v1alpha1.EvictingNodesRefuse {
+		setCondition(&rl, v1alpha1.ConditionReady, metav1.ConditionFalse, ReasonEvictionPolicy, "candidates refuse these nodes (spec.redis.evictingNodes: Refuse): "+evictionErr.Error())
 	}
 	// Every reconcile, so that a restarted controller shows the holder
 	// before the holder next changes.
@@ -162,13 +165,14 @@ func (r *RedisLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 
 // checkEviction sets the EvictionSafe condition from the nodes' memory
 // policy, read at most once per Resync for each set of nodes, and tells a
-// new risk once (an event and a log line).
-func (r *RedisLockReconciler) checkEviction(ctx context.Context, rl, before *v1alpha1.RedisLock) {
+// new risk once (an event and a log line). It returns the risk, nil when
+// there is none.
+func (r *RedisLockReconciler) checkEviction(ctx context.Context, rl, before *v1alpha1.RedisLock) error {
 	err := r.clients.evictionRisk(ctx, client.ObjectKeyFromObject(rl), r.Resync)
 	if err == nil {
 		setCondition(rl, ConditionEvictionSafe, metav1.ConditionTrue, ReasonNoEviction, "no node can evict lock keys (maxmemory-policy noeviction, or no maxmemory)")
 		evictionRisk.WithLabelValues(rl.Namespace, rl.Name).Set(0)
-		return
+		return nil
 	}
 	setCondition(rl, ConditionEvictionSafe, metav1.ConditionFalse, ReasonEvictionPolicy, err.Error())
 	evictionRisk.WithLabelValues(rl.Namespace, rl.Name).Set(1)
@@ -176,6 +180,7 @@ func (r *RedisLockReconciler) checkEviction(ctx context.Context, rl, before *v1a
 		r.Recorder.Eventf(rl, nil, corev1.EventTypeWarning, ReasonEvictionPolicy, "CheckEviction", "%v", err)
 		logf.FromContext(ctx).Info("WARNING: Redis can evict lock keys", "error", err.Error())
 	}
+	return err
 }
 
 // becameFalse reports whether condition typ is False now and was not in

@@ -24,6 +24,7 @@ import (
 
 	"github.com/redislock/redislock/api/v1alpha1"
 	"github.com/redislock/redislock/controllers"
+	"github.com/redislock/redislock/internal/redisconn"
 	"github.com/redislock/redislock/internal/redisproc"
 	"github.com/redislock/redislock/internal/redistest"
 	"github.com/redislock/redislock/pkg/redislock"
@@ -692,6 +693,22 @@ func TestEvictionPolicyIsFlagged(t *testing.T) {
 		t.Fatalf("EvictionSafe %+v; want the node and its policy named", c)
 	}
 	waitEvent(t, ns, "evict", controllers.ReasonEvictionPolicy)
+	if c := condition(got, v1alpha1.ConditionReady); c.Status != metav1.ConditionTrue {
+		t.Fatalf("Ready %+v with evictingNodes Warn; want True", c)
+	}
+	// With Refuse, the lock is not Ready and candidates do not campaign.
+	strict := redisLock(ns, "strict", v1alpha1.ModeStandalone, s.Addr)
+	strict.Spec.Redis.EvictingNodes = v1alpha1.EvictingNodesRefuse
+	create(t, strict)
+	waitLock(t, strict, 3*resync, "Ready False", isCond(v1alpha1.ConditionReady, metav1.ConditionFalse, controllers.ReasonEvictionPolicy))
+	if _, err := redisconn.OpenCandidate(context.Background(), k8s, client.ObjectKeyFromObject(strict), redislock.Options{Identity: "c"}); !errors.Is(err, redislock.ErrEvictionPolicy) || !strings.Contains(err.Error(), "allkeys-lru") {
+		t.Fatalf("a candidate of the Refuse lock: %v; want ErrEvictionPolicy naming the policy", err)
+	}
+	cand, err := redisconn.OpenCandidate(context.Background(), k8s, client.ObjectKeyFromObject(rl), redislock.Options{Identity: "c"})
+	if err != nil {
+		t.Fatalf("a candidate of the Warn lock: %v", err)
+	}
+	cand.Close()
 	rc := s.Client()
 	defer func() { _ = rc.Close() }()
 	if err := rc.ConfigSet(context.Background(), "maxmemory-policy", "noeviction").Err(); err != nil {

@@ -135,7 +135,26 @@ type RedisConnection struct {
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=15
 	WaitReplicas *int32 `json:"waitReplicas,omitempty"`
+	// evictingNodes says what a node that can evict lock keys means (a
+	// maxmemory with a policy other than noeviction): Warn shows it in the
+	// EvictionSafe condition, an event and a metric, and the lock is used;
+	// Refuse also makes candidates refuse to campaign on such nodes (the
+	// agent's /leader and the plugin's error say why) and the lock
+	// Ready=False, until the policy is noeviction.
+	// +optional
+	// +kubebuilder:default=Warn
+	EvictingNodes EvictingNodes `json:"evictingNodes,omitempty"`
 }
+
+// EvictingNodes is what a Redis node that can evict lock keys means.
+// +kubebuilder:validation:Enum=Warn;Refuse
+type EvictingNodes string
+
+// The EvictingNodes values.
+const (
+	EvictingNodesWarn   EvictingNodes = "Warn"
+	EvictingNodesRefuse EvictingNodes = "Refuse"
+)
 
 // RedisLockSpec declares one named lock.
 //

@@ -232,6 +232,9 @@ func OpenCandidate(ctx context.Context, r client.Reader, ref types.NamespacedNam
 	if c.Client, err = redislock.New(nodes, &o); err == nil {
 		err = c.Client.CheckTiming(c.Timing)
 	}
+	if err == nil && rl.Spec.Redis.EvictingNodes == v1alpha1.EvictingNodesRefuse {
+		err = c.Client.CheckEviction(ctx)
+	}
 	if err != nil {
 		c.Close()
 		return nil, fmt.Errorf("RedisLock %s: %w", ref, err)
