@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
@@ -15,6 +16,10 @@ var (
 		Name: "redislock_observed_transitions_total",
 		Help: "Holder changes the controller saw, per RedisLock.",
 	}, []string{"namespace", "name"})
+	ready = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "redislock_ready",
+		Help: "1 while the RedisLock's Ready condition is True, 0 while it is not (an invalid spec, a missing Secret, Redis unreachable, ...: the condition's reason says which).",
+	}, []string{"namespace", "name", "reason"})
 	evictionRisk = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "redislock_eviction_risk",
 		Help: "1 when a node of the RedisLock has a memory limit and a policy that can evict lock keys, else 0.",
@@ -26,7 +31,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(holderInfo, transitionsTotal, redisErrorsTotal, evictionRisk)
+	metrics.Registry.MustRegister(holderInfo, transitionsTotal, redisErrorsTotal, evictionRisk, ready)
 }
 
 // setHolderMetric makes holder the one holder series of the lock.
@@ -44,4 +49,19 @@ func forgetMetrics(namespace, name string) {
 	transitionsTotal.DeletePartialMatch(l)
 	redisErrorsTotal.DeletePartialMatch(l)
 	evictionRisk.DeletePartialMatch(l)
+	ready.DeletePartialMatch(l)
+}
+
+// setReadyMetric makes the Ready condition c the one ready series of the
+// lock.
+func setReadyMetric(namespace, name string, c *metav1.Condition) {
+	ready.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "name": name})
+	if c == nil {
+		return
+	}
+	v := 0.0
+	if c.Status == metav1.ConditionTrue {
+		v = 1
+	}
+	ready.WithLabelValues(namespace, name, c.Reason).Set(v)
 }

@@ -213,6 +213,7 @@ func (r *RedisLockReconciler) lockClient(ctx context.Context, rl *v1alpha1.Redis
 // lost update from a stale cache, as a merge patch against it would risk.
 func (r *RedisLockReconciler) writeStatus(ctx context.Context, rl, before *v1alpha1.RedisLock, res ctrl.Result) (ctrl.Result, error) {
 	rl.Status.ObservedGeneration = rl.Generation
+	setReadyMetric(rl.Namespace, rl.Name, meta.FindStatusCondition(rl.Status.Conditions, v1alpha1.ConditionReady))
 	if equality.Semantic.DeepEqual(before.Status, rl.Status) {
 		return res, nil
 	}

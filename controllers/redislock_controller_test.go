@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"slices"
 	"strings"
@@ -784,6 +785,38 @@ func TestUndecodableDurationStopsNothing(t *testing.T) {
 	if c := condition(got, v1alpha1.ConditionReady); !strings.Contains(c.Message, "spec.ttl") || !strings.Contains(c.Message, `"1d"`) {
 		t.Fatalf("Ready %+v; want the message to name spec.ttl and its text", c)
 	}
+	// And in a metric, for alerts.
+	if v := gauge(t, "redislock_ready", map[string]string{"namespace": ns, "name": "bad", "reason": controllers.ReasonInvalidSpec}); v != 0 {
+		t.Fatalf("redislock_ready{bad, InvalidSpec} = %v; want 0", v)
+	}
+	if v := gauge(t, "redislock_ready", map[string]string{"namespace": ns, "name": "good", "reason": controllers.ReasonReady}); v != 1 {
+		t.Fatalf("redislock_ready{good, Ready} = %v; want 1", v)
+	}
+}
+
+// gauge reads the gauge name with exactly labels from the controller's
+// registry; -1 when there is no such series.
+func gauge(t *testing.T, name string, labels map[string]string) float64 {
+	t.Helper()
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			got := map[string]string{}
+			for _, l := range m.GetLabel() {
+				got[l.GetName()] = l.GetValue()
+			}
+			if maps.Equal(got, labels) {
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	return -1
 }
 
 // dropValidations removes every CEL rule, pattern and length limit from a
