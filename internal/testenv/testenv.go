@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -81,6 +82,15 @@ func start(root string, env *envtest.Environment, withCRDs bool, run func(cfg *r
 		return 0, err
 	}
 	env.BinaryAssetsDirectory = assets
+	// envtest's default of a minute is close to what a cold, loaded 2-core
+	// machine takes to start etcd and kube-apiserver; the e2e suite has
+	// always used two.
+	if env.ControlPlaneStartTimeout == 0 {
+		env.ControlPlaneStartTimeout = 2 * time.Minute
+	}
+	if env.ControlPlaneStopTimeout == 0 {
+		env.ControlPlaneStopTimeout = time.Minute
+	}
 	if withCRDs {
 		env.CRDDirectoryPaths = []string{filepath.Join(root, "config", "crd", "bases")}
 		env.ErrorIfCRDPathMissing = true

@@ -266,7 +266,13 @@ func chaosL1Bound(kind string) time.Duration {
 // waitChaosLeader waits until exactly one candidate answers 200.
 func waitChaosLeader(t *testing.T, p *poller, within time.Duration) {
 	t.Helper()
-	waitUntil(t, within, "one leader", func() bool { return len(p.leaders()) == 1 })
+	deadline := time.Now().Add(within)
+	for len(p.leaders()) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for one leader; the candidates' last answers:\n%s", within, p.lastAnswers())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // start starts candidate id of kind agent or plugin, answering /leader

@@ -99,6 +99,28 @@ func (p *poller) stop() {
 	p.wg.Wait()
 }
 
+// lastAnswers describes each candidate's latest answer, for a failure
+// message: its code, age and body (the agent's error says why it cannot
+// campaign).
+func (p *poller) lastAnswers() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ids := make([]string, 0, len(p.last))
+	for id := range p.last {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	var b strings.Builder
+	for _, id := range ids {
+		s := p.last[id]
+		fmt.Fprintf(&b, "  %s: %d, %v ago: %+v\n", id, s.code, time.Since(s.sent).Round(time.Millisecond), s.st)
+	}
+	if len(ids) == 0 {
+		b.WriteString("  (no candidate has answered)\n")
+	}
+	return b.String()
+}
+
 // leaders returns the agents whose latest answer, within the last 500ms,
 // is 200.
 func (p *poller) leaders() []string {
