@@ -240,26 +240,43 @@ func TestCrashedHolderClearsAtExpiry(t *testing.T) {
 // series of one RedisLock, from controller-runtime's registry.
 func holderSeries(t *testing.T, ns, name string) []string {
 	t.Helper()
+	var holders []string
+	for _, m := range metricSeries(t, "redislock_holder_info") {
+		if m.labels["namespace"] == ns && m.labels["name"] == name && m.value == 1 {
+			holders = append(holders, m.labels["holder"])
+		}
+	}
+	return holders
+}
+
+// series is one series of a metric: its labels and value.
+type series struct {
+	labels map[string]string
+	value  float64
+}
+
+// metricSeries returns every series of the gauge or counter name in
+// controller-runtime's registry.
+func metricSeries(t *testing.T, name string) []series {
+	t.Helper()
 	families, err := metrics.Registry.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var holders []string
+	var out []series
 	for _, f := range families {
-		if f.GetName() != "redislock_holder_info" {
+		if f.GetName() != name {
 			continue
 		}
 		for _, m := range f.GetMetric() {
-			labels := map[string]string{}
+			s := series{labels: map[string]string{}, value: m.GetGauge().GetValue() + m.GetCounter().GetValue()}
 			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
+				s.labels[l.GetName()] = l.GetValue()
 			}
-			if labels["namespace"] == ns && labels["name"] == name && m.GetGauge().GetValue() == 1 {
-				holders = append(holders, labels["holder"])
-			}
+			out = append(out, s)
 		}
 	}
-	return holders
+	return out
 }
 
 func TestForceReleaseAnnotation(t *testing.T) {
@@ -565,23 +582,10 @@ func TestOutageIsReportedOnceAndStatusRecoversWithinAResync(t *testing.T) {
 // controller's registry.
 func redisErrors(t *testing.T, ns, name string) float64 {
 	t.Helper()
-	families, err := metrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
 	var n float64
-	for _, f := range families {
-		if f.GetName() != "redislock_redis_errors_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if labels["namespace"] == ns && labels["name"] == name {
-				n += m.GetCounter().GetValue()
-			}
+	for _, m := range metricSeries(t, "redislock_redis_errors_total") {
+		if m.labels["namespace"] == ns && m.labels["name"] == name {
+			n += m.value
 		}
 	}
 	return n
@@ -798,22 +802,9 @@ func TestUndecodableDurationStopsNothing(t *testing.T) {
 // registry; -1 when there is no such series.
 func gauge(t *testing.T, name string, labels map[string]string) float64 {
 	t.Helper()
-	families, err := metrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			got := map[string]string{}
-			for _, l := range m.GetLabel() {
-				got[l.GetName()] = l.GetValue()
-			}
-			if maps.Equal(got, labels) {
-				return m.GetGauge().GetValue()
-			}
+	for _, m := range metricSeries(t, name) {
+		if maps.Equal(m.labels, labels) {
+			return m.value
 		}
 	}
 	return -1
