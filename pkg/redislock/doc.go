@@ -85,8 +85,10 @@
 //
 // A Sentinel failover to an asynchronous replica that had not yet received
 // the key loses it too. Options.WaitReplicas makes every acquire and renew
-// wait until replicas acknowledged it; Sentinel promotes the most
-// up-to-date replica it can reach, which then has the lock.
+// wait until that many replicas acknowledged it. Sentinel picks the replica
+// to promote by the replication offsets it last read (up to 10s old), so
+// only WaitReplicas equal to the number of replicas makes sure the
+// promoted one has the lock.
 //
 // Not covered: persistence that restores an older state (appendfsync
 // everysec, RDB snapshots) keeps a counter but may lose the newest key, so

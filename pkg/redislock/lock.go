@@ -90,8 +90,8 @@ type held struct {
 	// free is how long until enough of the holder's keys expire for a
 	// majority to be free, if the holder does not renew.
 	free time.Duration
-	// fence is the fencing counter on the holder's nodes: its token, once
-	// it holds a majority.
+	// fence is the least fencing counter on the holder's nodes: its
+	// token, once it holds a majority.
 	fence int64
 	// split says no value holds a majority: candidates split the nodes
 	// among them (each gives its share back, or lets it expire), or a
@@ -290,9 +290,13 @@ func (c *Client) describeHolder(hs []heldReply) (held, error) {
 		h.split, h.vanished = false, vanished
 		return h, nil
 	}
+	// The nodes of the holder's acquisition hold its token exactly (its
+	// fencing commit raised the lagging ones to it); a node holder repair
+	// restored may count more (attempts whose keys expired before their
+	// give-back), never less: the least is the token.
 	for _, hr := range hs {
-		if hr.value == top {
-			h.fence = max(h.fence, hr.counter)
+		if hr.value == top && (h.fence == 0 || hr.counter < h.fence) {
+			h.fence = hr.counter
 		}
 	}
 	v, err := ParseValue(top)

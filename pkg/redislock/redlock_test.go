@@ -232,6 +232,20 @@ func TestRedlockHolderRestoresAMissingKey(t *testing.T) {
 	if got, _ := nodes[0].Get(ctx, lockKey("repair")+":fence").Int64(); got < l.Fence() {
 		t.Fatalf("node 0's counter %d after the repair is below the holder's token %d", got, l.Fence())
 	}
+	// A restored node may count more than the token (here: attempts whose
+	// keys expired before their give-back); observers still see the token.
+	if err := nodes[1].Del(ctx, lockKey("repair")).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := nodes[1].IncrBy(ctx, lockKey("repair")+":fence", 1000).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := a.Inspect(ctx, "repair"); err != nil || h.Identity != "a" || h.Fence != l.Fence() {
+		t.Fatalf("Inspect after repairing a node that counted ahead: %+v, %v; want a with fence %d", h, err, l.Fence())
+	}
 	// With node 0 restored, b is refused on every node and takes nothing.
 	b := newClient(t, "b", servers...)
 	if _, err := b.Obtain(ctx, "repair", 10*time.Second); !errors.Is(err, redislock.ErrNotObtained) {
