@@ -306,22 +306,7 @@ func TestForceReleaseAnnotation(t *testing.T) {
 
 func waitEvent(t *testing.T, ns, name, reason string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		var list eventsv1.EventList
-		if err := k8s.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range list.Items {
-			if e.Regarding.Name == name && e.Reason == reason {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s event on %s/%s", reason, ns, name)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitFor(t, 5*time.Second, "a "+reason+" event on "+ns+"/"+name, func() bool { return countEvents(t, ns, name, reason) > 0 })
 }
 
 func TestDeletionPolicy(t *testing.T) {

@@ -19,6 +19,9 @@ import (
 // costDeployment is one way of running Redis for the cost test.
 type costDeployment struct {
 	name string
+	// serverPings is how many PINGs a second the deployment sends its
+	// own nodes (a Sentinel pings the master it monitors every second).
+	serverPings float64
 	// start starts the servers and returns a factory of one candidate's
 	// node clients (each candidate has connections of its own, as a
 	// process would) and one client per node for counting and tampering.
@@ -30,7 +33,7 @@ func redlockDeployment(n int) costDeployment {
 	if n > 1 {
 		name = fmt.Sprintf("redlock%d", n)
 	}
-	return costDeployment{name, func(t *testing.T) (func() []redis.UniversalClient, []redis.UniversalClient) {
+	return costDeployment{name, 0, func(t *testing.T) (func() []redis.UniversalClient, []redis.UniversalClient) {
 		servers := redistest.StartN(t, n)
 		return func() []redis.UniversalClient { return redistest.Clients(t, servers...) }, redistest.Clients(t, servers...)
 	}}
@@ -38,7 +41,7 @@ func redlockDeployment(n int) costDeployment {
 
 var costDeployments = []costDeployment{
 	redlockDeployment(1), redlockDeployment(3), redlockDeployment(5),
-	{"sentinel", func(t *testing.T) (func() []redis.UniversalClient, []redis.UniversalClient) {
+	{"sentinel", 1, func(t *testing.T) (func() []redis.UniversalClient, []redis.UniversalClient) {
 		master := redistest.Start(t, redisproc.Options{})
 		sentinel := redistest.Start(t, redisproc.Options{SentinelFor: "mymaster " + master.Addr})
 		return func() []redis.UniversalClient {
@@ -47,7 +50,7 @@ var costDeployments = []costDeployment{
 			return []redis.UniversalClient{fc}
 		}, redistest.Clients(t, master)
 	}},
-	{"cluster", func(t *testing.T) (func() []redis.UniversalClient, []redis.UniversalClient) {
+	{"cluster", 0, func(t *testing.T) (func() []redis.UniversalClient, []redis.UniversalClient) {
 		addrs := redistest.StartCluster(t, 3)
 		cluster := func() []redis.UniversalClient {
 			cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: true})
@@ -77,7 +80,7 @@ func TestElectionCostStaysWithinBudget(t *testing.T) {
 	var es []*costElection
 	for _, d := range costDeployments {
 		candidate, nodes := d.start(t)
-		e := &costElection{t: t, name: d.name, newClients: candidate, nodes: nodes}
+		e := &costElection{t: t, name: d.name, serverPings: d.serverPings, newClients: candidate, nodes: nodes}
 		for _, n := range nodes {
 			e.events = append(e.events, countEvents(t, n, "cost"))
 		}
@@ -145,13 +148,14 @@ func measureAll(es []*costElection, state string, act func(*costElection) int) {
 // costElection is the cost test's election: its candidates and what it
 // counted.
 type costElection struct {
-	t          *testing.T
-	name       string
-	events     []*eventCounter // per node
-	newClients func() []redis.UniversalClient
-	nodes      []redis.UniversalClient
-	j          journal
-	cands      []*candidate
+	t           *testing.T
+	name        string
+	serverPings float64
+	events      []*eventCounter // per node
+	newClients  func() []redis.UniversalClient
+	nodes       []redis.UniversalClient
+	j           journal
+	cands       []*candidate
 }
 
 func (e *costElection) start(identity string) *candidate {
@@ -246,6 +250,11 @@ func (e *costElection) end(state string, m costWindowStart) {
 		d := after[i].Sub(m.counts[i])
 		t.Logf("%-8s %-30s node %d: %5.1f scripts/s (%d in %v; budget %d), %d commands in all, %d leadership changes",
 			e.name, state, i, float64(d.Scripts())/took.Seconds(), d.Scripts(), took.Round(time.Millisecond), budget, d.Total(), changes)
+		// Each subscriber (the candidates and the event counter) checks
+		// a silent subscription with one PING per SubscriptionCheck.
+		if limit := int64(len(e.cands)+1)*(int64(took/redislock.SubscriptionCheck)+1) + int64(e.serverPings*took.Seconds()+1); d["ping"] > limit {
+			t.Errorf("%s, %s: node %d got %d PINGs in %v; want at most %d, one per subscriber per %v", e.name, state, i, d["ping"], took, limit, redislock.SubscriptionCheck)
+		}
 		if d.Scripts() > budget {
 			t.Errorf("%s, %s: node %d ran %d scripts in %v, over the budget of %d", e.name, state, i, d.Scripts(), took, budget)
 		}
@@ -276,26 +285,32 @@ type eventTally struct {
 }
 
 // countEvents subscribes to lock's events on n and counts them until the
-// test ends.
+// test ends. It listens as the candidates do (KeepSubscribed), so its own
+// PINGs are counted with theirs.
 func countEvents(t *testing.T, n redis.UniversalClient, lock string) *eventCounter {
-	sub := n.Subscribe(context.Background(), redislock.EventsChannel(lock))
-	if _, err := sub.Receive(context.Background()); err != nil {
+	lc, err := redislock.New([]redis.UniversalClient{n}, &redislock.Options{Identity: "counter"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	sub := n.Subscribe(ctx, redislock.EventsChannel(lock))
+	if _, err := sub.Receive(ctx); err != nil {
 		t.Fatal(err)
 	}
 	c := &eventCounter{}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		for msg := range sub.Channel() {
+		lc.KeepSubscribed(ctx, sub, func(ctx context.Context) error { return sub.Subscribe(ctx, redislock.EventsChannel(lock)) }, func(msg *redis.Message) {
 			switch msg.Payload {
 			case "released":
 				c.released.Add(1)
 			case "acquired":
 				c.acquired.Add(1)
 			}
-		}
+		})
 	}()
-	t.Cleanup(func() { _ = sub.Close(); <-done })
+	t.Cleanup(func() { cancel(); _ = sub.Close(); <-done })
 	return c
 }
 

@@ -71,13 +71,15 @@ func (c *Client) ForceRelease(ctx context.Context, name string, ttl time.Duratio
 	ttlMs := ttl.Milliseconds()
 	replies, buf := c.each(ctx, c.all, forceReleaseScript, forceReleaseScript.args(&keys.lock, &keys.until, &value, &ttlMs))
 	defer c.done(buf)
+	failed := false
 	for _, rep := range replies {
 		if ms, ok := rep.val.(int64); ok && ms >= 0 {
 			r.Released++
 			r.Wait = max(r.Wait, time.Duration(ms)*time.Millisecond)
 		}
+		failed = failed || rep.err != nil
 	}
-	if err := nodeErrors(nil, replies); err != nil {
+	if failed {
 		return r, fmt.Errorf("force release %q: %w", name, nodeErrors(ErrNoQuorum, replies))
 	}
 	return r, nil

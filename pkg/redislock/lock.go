@@ -73,7 +73,8 @@ func (l *Lock) Valid() bool {
 // succeeds when a majority granted it and time is left of the ttl after the
 // elapsed time and the drift allowance; otherwise it releases what it took
 // and returns an error wrapping ErrNotObtained (held by another),
-// ErrGuarded (free, but the restart guard holds it back for a while: a
+// ErrGuarded (free, but held back for a while, by the restart guard or
+// because its key vanished before its holder's time was up: a
 // *GuardedError says how long) or ErrNoQuorum (too few nodes answered, or
 // too slowly).
 func (c *Client) Obtain(ctx context.Context, name string, ttl time.Duration) (*Lock, error) {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 )
 
 // CheckIndependent asks every node for its server's run_id (INFO server)
@@ -20,29 +21,38 @@ func (c *Client) CheckIndependent(ctx context.Context) error {
 	if len(c.nodes) < 2 {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.opts.NodeTimeout)
-	defer cancel()
 	seen := map[string]string{} // run_id -> first node with it
 	var dup []string
-	for _, n := range c.nodes {
-		info, err := n.client.Info(ctx, "server").Result()
-		if err != nil {
-			continue
-		}
+	for i, info := range c.infoEach(ctx, "server") {
 		id := infoField(info, "run_id")
 		if id == "" {
 			continue
 		}
 		if first, ok := seen[id]; ok {
-			dup = append(dup, fmt.Sprintf("%s and %s", first, n.name))
+			dup = append(dup, fmt.Sprintf("%s and %s", first, c.nodes[i].name))
 			continue
 		}
-		seen[id] = n.name
+		seen[id] = c.nodes[i].name
 	}
 	if len(dup) > 0 {
 		return fmt.Errorf("%w: Redlock nodes must be independent servers, but %s reach the same server (run_id): each would count twice in the quorum", ErrInvalidOptions, strings.Join(dup, "; "))
 	}
 	return nil
+}
+
+// infoEach asks every node for one INFO section at once, each bounded by
+// NodeTimeout, and returns the replies indexed like c.nodes: "" for a node
+// that did not answer.
+func (c *Client) infoEach(ctx context.Context, section string) []string {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.NodeTimeout)
+	defer cancel()
+	infos := make([]string, len(c.nodes))
+	var wg sync.WaitGroup
+	for i, n := range c.nodes {
+		wg.Go(func() { infos[i], _ = n.client.Info(ctx, section).Result() })
+	}
+	wg.Wait()
+	return infos
 }
 
 // infoField returns the value of field in the text of an INFO reply.
@@ -71,19 +81,13 @@ var ErrEvictionPolicy = errors.New("redislock: eviction policy")
 // noeviction, or give the locks a Redis of their own. Nodes that do not
 // answer are not judged.
 func (c *Client) CheckEviction(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, c.opts.NodeTimeout)
-	defer cancel()
 	var risky []string
-	for _, n := range c.nodes {
-		info, err := n.client.Info(ctx, "memory").Result()
-		if err != nil {
-			continue
-		}
+	for i, info := range c.infoEach(ctx, "memory") {
 		policy := infoField(info, "maxmemory_policy")
 		if infoField(info, "maxmemory") == "0" || policy == "" || policy == "noeviction" {
 			continue
 		}
-		risky = append(risky, fmt.Sprintf("%s (maxmemory %s, maxmemory-policy %s)", n.name, infoField(info, "maxmemory_human"), policy))
+		risky = append(risky, fmt.Sprintf("%s (maxmemory %s, maxmemory-policy %s)", c.nodes[i].name, infoField(info, "maxmemory_human"), policy))
 	}
 	if len(risky) > 0 {
 		return fmt.Errorf("%w: %s can evict lock keys under memory pressure: the holder then loses the lock for no fault of its own (volatile-*), or the keys that keep S1 and S3 after an eviction are evicted too (allkeys-*); use maxmemory-policy noeviction", ErrEvictionPolicy, strings.Join(risky, ", "))
