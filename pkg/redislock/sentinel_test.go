@@ -80,10 +80,13 @@ func TestWaitReplicasKeepsTheLockThroughASentinelFailover(t *testing.T) {
 		return get(t, g.Master, lockKey("unreplicated")) == ""
 	})
 
-	l, err := c.Obtain(ctx, "replicated", 30*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The replicas just woke from SIGSTOP and may take a moment to
+	// acknowledge again; until one does, an acquisition rightly fails.
+	var l *redislock.Lock
+	waitFor(t, 10*time.Second, "an acquisition a replica acknowledges", func() bool {
+		l, err = c.Obtain(ctx, "replicated", 30*time.Second)
+		return err == nil
+	})
 	old := g.Master.Addr
 	g.Master.Kill()
 	var promoted string
