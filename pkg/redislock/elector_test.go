@@ -81,13 +81,21 @@ func (j *journal) terms() int {
 func (j *journal) elector(t *testing.T, c *redislock.Client, name string, timing redislock.Timing) *redislock.Elector {
 	t.Helper()
 	who := c.Identity()
+	// The Elector runs OnStartedLeading on a goroutine of its own, so a
+	// term that ends at once could record its stop first; each stop waits
+	// for its term's start to be recorded.
+	recorded := make(chan struct{}, 1)
 	e, err := c.NewElector(redislock.ElectorOptions{
 		Name:   name,
 		Timing: timing,
 		OnStartedLeading: func(_ context.Context, l *redislock.Lock) {
 			j.add(event{who: who, started: true, fence: l.Fence()})
+			recorded <- struct{}{}
 		},
-		OnStoppedLeading: func() { j.add(event{who: who}) },
+		OnStoppedLeading: func() {
+			<-recorded
+			j.add(event{who: who})
+		},
 	})
 	if err != nil {
 		t.Fatal(err)
