@@ -9,9 +9,11 @@ import (
 	"github.com/redis/go-redis/v9"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/redislock/redislock/api/v1alpha1"
+	"github.com/redislock/redislock/internal/lockevents"
 	"github.com/redislock/redislock/internal/redisconn"
 	"github.com/redislock/redislock/pkg/redislock"
 )
@@ -159,14 +161,14 @@ func (c *clientCache) open(ctx context.Context, cfg redisconn.Config) (*cacheEnt
 	listen, stop := context.WithCancel(context.Background())
 	e.stop = stop
 	for _, n := range nodes {
-		// KeepSubscribed resubscribes after faults, and after a
+		// The keeper resubscribes after faults, and after a
 		// resubscription the server refused.
-		sub := n.PSubscribe(listen, redislock.EventsPattern)
+		sub := n.PSubscribe(listen, lockevents.Pattern)
 		e.subs = append(e.subs, sub)
 		e.wg.Add(1)
 		go func() {
 			defer e.wg.Done()
-			lc.KeepSubscribed(listen, sub, func(ctx context.Context) error { return sub.PSubscribe(ctx, redislock.EventsPattern) },
+			lockevents.Keeper{Clock: clock.RealClock{}, Log: c.log}.Keep(listen, sub, func(ctx context.Context) error { return sub.PSubscribe(ctx, lockevents.Pattern) },
 				func(msg *redis.Message) { c.notify(e, msg.Channel) })
 		}()
 	}
@@ -175,7 +177,7 @@ func (c *clientCache) open(ctx context.Context, cfg redisconn.Config) (*cacheEnt
 
 // notify enqueues the RedisLocks that watch the lock of channel.
 func (c *clientCache) notify(e *cacheEntry, channel string) {
-	lock, ok := redislock.LockOfChannel(channel)
+	lock, ok := lockevents.LockOf(channel)
 	if !ok {
 		return
 	}

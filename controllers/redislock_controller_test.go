@@ -589,8 +589,8 @@ func TestStatusShowsOnlyAMajorityHolderAndFlagsKeysThatNeverExpire(t *testing.T)
 	ctx := context.Background()
 	// Two candidates split the nodes: neither leads.
 	for i, who := range []string{"x", "y"} {
-		v := redislock.Value{Token: strings.Repeat(fmt.Sprint(i+1), 32), Identity: who}
-		if err := clients[i].Set(ctx, key, v.String(), time.Minute).Err(); err != nil {
+		v := "v1:" + strings.Repeat(fmt.Sprint(i+1), 32) + ":" + who // the value format of pkg/redislock's value.go
+		if err := clients[i].Set(ctx, key, v, time.Minute).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"sync"
@@ -12,7 +13,9 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/redislock/redislock/internal/redisconn"
@@ -60,8 +63,9 @@ type Options struct {
 	// LeaderFile, when set, is the path of a file the agent keeps the
 	// Status in, as JSON.
 	LeaderFile string
-	// Clock tells time. Default redislock.RealClock.
-	Clock redislock.Clock
+	// Clock tells time, for the agent and its lock client. Default
+	// clock.RealClock.
+	Clock clock.WithDelayedExecution
 	// Logger receives the agent's and the lock engine's logs. Default
 	// logr.Discard().
 	Logger logr.Logger
@@ -95,7 +99,7 @@ func New(cfg *rest.Config, o Options) (*Agent, error) {
 		o.Addr = DefaultAddr
 	}
 	if o.Clock == nil {
-		o.Clock = redislock.RealClock{}
+		o.Clock = clock.RealClock{}
 	}
 	if o.Logger.GetSink() == nil {
 		o.Logger = logr.Discard()
@@ -186,7 +190,7 @@ func (a *Agent) Run(ctx context.Context) error {
 // open reads the RedisLock and opens a lock client for it, retrying with
 // backoff until it succeeds or ctx ends (then it returns nil).
 func (a *Agent) open(ctx context.Context) *redisconn.Candidate {
-	backoff := openBackoffMin
+	backoff := wait.Backoff{Duration: openBackoffMin, Factor: 2, Cap: openBackoffMax, Steps: math.MaxInt32}
 	for {
 		cand, err := redisconn.OpenCandidate(ctx, a.c, a.o.Lock, redislock.Options{
 			Identity: a.o.Identity, Clock: a.o.Clock, Logger: a.o.Logger, Metrics: a.metrics,
@@ -201,15 +205,15 @@ func (a *Agent) open(ctx context.Context) *redisconn.Candidate {
 		a.mu.Lock()
 		a.openErr = err
 		a.mu.Unlock()
-		a.o.Logger.Error(err, "cannot campaign yet", "retryIn", backoff.String())
-		t := a.o.Clock.NewTimer(backoff)
+		retryIn := backoff.Step()
+		a.o.Logger.Error(err, "cannot campaign yet", "retryIn", retryIn.String())
+		t := a.o.Clock.NewTimer(retryIn)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return nil
 		case <-t.C():
 		}
-		backoff = min(2*backoff, openBackoffMax)
 	}
 }
 

@@ -29,7 +29,7 @@ import (
 	"github.com/redislock/redislock/internal/inject"
 	"github.com/redislock/redislock/internal/redisconn"
 	"github.com/redislock/redislock/internal/webhookcert"
-	"github.com/redislock/redislock/pkg/election"
+	"github.com/redislock/redislock/pkg/mgrelection"
 )
 
 // The controller's own leader election, in its namespace (redislock-system
@@ -112,7 +112,7 @@ func Run(ctx context.Context, args []string) error {
 		if !ok || ns == "" || name == "" {
 			return fmt.Errorf("controller: -leader-election-redislock=%q: want NAMESPACE/NAME", *leaderRedisLock)
 		}
-		le, err := election.ForRedisLock(ctx, cfg, types.NamespacedName{Namespace: ns, Name: name}, "")
+		le, err := mgrelection.ForRedisLock(ctx, cfg, types.NamespacedName{Namespace: ns, Name: name}, "")
 		if err != nil {
 			return fmt.Errorf("controller: leader election: %w", err)
 		}

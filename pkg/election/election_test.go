@@ -10,8 +10,10 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/redislock/redislock/internal/redisproc"
 	"github.com/redislock/redislock/internal/redistest"
@@ -61,10 +63,45 @@ func (j *journal) check(t *testing.T) int {
 }
 
 // journaled wraps a Lock and journals acquisitions and give-ups: after a
-// successful Create, and before a release or when an Update is refused.
+// successful Create, and before a release or when an Update is refused. It
+// also tracks the candidate's Get (gets).
 type journaled struct {
 	*election.Lock
-	j *journal
+	j    *journal
+	gets *gets
+}
+
+// gets is what a candidate's Get calls are doing: whether one is in
+// progress, and the holder the last one returned.
+type gets struct {
+	mu      sync.Mutex
+	inGet   bool
+	lastSaw string
+}
+
+// Get is the Lock's Get, tracked.
+func (l journaled) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
+	l.gets.mu.Lock()
+	l.gets.inGet = true
+	l.gets.mu.Unlock()
+	rec, raw, err := l.Lock.Get(ctx)
+	l.gets.mu.Lock()
+	defer l.gets.mu.Unlock()
+	l.gets.inGet, l.gets.lastSaw = false, ""
+	if err == nil {
+		l.gets.lastSaw = rec.HolderIdentity
+	}
+	return rec, raw, err
+}
+
+// blockedOn reports whether the candidate sits in a Get after one that
+// returned holder: the Lock blocks such a Get until holder's key is due
+// to expire or a release message arrives, so the candidate notices a
+// release at once, not at client-go's next retry.
+func (g *gets) blockedOn(holder string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.inGet && g.lastSaw == holder
 }
 
 func (l journaled) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
@@ -91,6 +128,7 @@ type candidate struct {
 	cancel  context.CancelFunc
 	done    chan struct{}
 	leading chan time.Time
+	gets    *gets
 }
 
 // run starts client-go's LeaderElector for identity over a fresh Lock.
@@ -106,8 +144,8 @@ func run(t *testing.T, s *redisproc.Server, j *journal, id string, cfg leaderele
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &candidate{id: id, cancel: cancel, done: make(chan struct{}), leading: make(chan time.Time, 1)}
-	cfg.Lock = journaled{lock, j}
+	c := &candidate{id: id, cancel: cancel, done: make(chan struct{}), leading: make(chan time.Time, 1), gets: &gets{}}
+	cfg.Lock = journaled{lock, j, c.gets}
 	cfg.Name = id
 	cfg.Callbacks = leaderelection.LeaderCallbacks{
 		OnStartedLeading: func(context.Context) { c.leading <- time.Now() },
@@ -132,6 +170,20 @@ func (c *candidate) stop() {
 
 func config(lease, renew, retry time.Duration, release bool) leaderelection.LeaderElectionConfig {
 	return leaderelection.LeaderElectionConfig{LeaseDuration: lease, RenewDeadline: renew, RetryPeriod: retry, ReleaseOnCancel: release}
+}
+
+// waitStandbys waits until every candidate but cs[leader] sits in a Get
+// that blocks on cs[leader].
+func waitStandbys(t *testing.T, cs []*candidate, leader int) {
+	t.Helper()
+	waitUntilNil(t, 10*time.Second, "the standbys to block on the leader", func() error {
+		for i, c := range cs {
+			if i != leader && !c.gets.blockedOn(cs[leader].id) {
+				return fmt.Errorf("%s is not in a Get blocked on %s", c.id, cs[leader].id)
+			}
+		}
+		return nil
+	})
 }
 
 // waitLeader returns the first candidate to start leading after since.
@@ -172,9 +224,9 @@ func TestClientGoElectorsHandOverGracefullyOneAtATime(t *testing.T) {
 	leader, _ := waitLeader(t, cs, 10*time.Second)
 	var handovers []time.Duration
 	for round := 0; round < 8; round++ {
-		// Let the standbys settle into their blocking Get: client-go
-		// sleeps up to RetryPeriod*(1+JitterFactor 1.2) between tries.
-		time.Sleep(cfg.RetryPeriod*22/10 + 300*time.Millisecond)
+		// The standbys wait in a blocking Get, not in client-go's
+		// sleep of up to RetryPeriod*(1+JitterFactor 1.2) between tries.
+		waitStandbys(t, cs, leader)
 		stopped := time.Now()
 		cs[leader].stop()
 		next, at := waitLeader(t, cs, 10*time.Second)
@@ -201,7 +253,7 @@ func TestClientGoStandbyTakesOverAfterCrashAtExpiry(t *testing.T) {
 	waitLeader(t, []*candidate{first}, 5*time.Second)
 	second := run(t, s, &j, "second", cfg, ttl)
 	defer second.stop()
-	time.Sleep(cfg.RetryPeriod*22/10 + 300*time.Millisecond) // second settles into its blocking Get
+	waitStandbys(t, []*candidate{first, second}, 0)
 	crashed := time.Now()
 	first.stop()
 	_, at := waitLeader(t, []*candidate{second}, 10*time.Second)
@@ -281,6 +333,7 @@ func testLockSemantics(t *testing.T, servers []*redisproc.Server) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	releasedAt := time.Now()
 	released, err := admin.ForceRelease(ctx, "sem", 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -292,8 +345,10 @@ func testLockSemantics(t *testing.T, servers []*redisproc.Server) {
 	if err := a.Update(ctx, rec("a")); !apierrors.IsConflict(err) {
 		t.Fatalf("stale leader's Update: %v, want Conflict", err)
 	}
-	time.Sleep(released.Wait) // the old holder's remaining validity, as Redis reported it
-	waitUntilNil(t, 2*time.Second, "b's Create", func() error { return b.Create(ctx, rec("b")) })
+	waitUntilNil(t, released.Wait+5*time.Second, "b's Create", func() error { return b.Create(ctx, rec("b")) })
+	if since := time.Since(releasedAt); since < released.Wait-10*time.Millisecond {
+		t.Fatalf("b granted %v after the force-release, before a's time (%v) was up", since, released.Wait)
+	}
 	if err := a.Update(ctx, rec("")); err != nil {
 		t.Fatalf("stale leader's release: %v", err)
 	}
@@ -316,15 +371,48 @@ func testLockSemantics(t *testing.T, servers []*redisproc.Server) {
 // timeout with the last error.
 func waitUntilNil(t *testing.T, timeout time.Duration, what string, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still %v after %v", what, err, timeout)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var last error
+	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		last = f()
+		return last == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("%s: still %v after %v", what, last, timeout)
+	}
+}
+
+// Leading decides by the injected clock against the held lock's local
+// deadline: true up to the instant before it, false from it on, whatever
+// Redis says (the key still lives there).
+func TestLeadingEndsAtTheLockDeadlineOnTheInjectedClock(t *testing.T) {
+	s := redistest.Start(t, redisproc.Options{})
+	clk := testingclock.NewFakeClock(time.Unix(1_000_000, 0))
+	lc, err := redislock.New(redistest.Clients(t, s), &redislock.Options{AssumeDurable: true, Identity: "a", Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ttl = 10 * time.Second
+	l, err := election.NewLock(lc, "leading", ttl, election.LockOptions{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := l.Leading(); ok {
+		t.Fatal("Leading before Create")
+	}
+	start := clk.Now()
+	if err := l.Create(context.Background(), resourcelock.LeaderElectionRecord{HolderIdentity: "a", LeaseDurationSeconds: 10}); err != nil {
+		t.Fatal(err)
+	}
+	// The deadline is ttl less the drift allowance (1% + 2ms) from the
+	// acquisition's start.
+	valid := ttl - ttl/100 - 2*time.Millisecond
+	clk.Step(valid - time.Nanosecond)
+	fence, at, ok := l.Leading()
+	if !ok || fence <= 0 || !at.Equal(start.Add(valid-time.Nanosecond)) {
+		t.Fatalf("Leading 1ns before the deadline: fence %d, at %v after start, %v; want leading at the clock's reading", fence, at.Sub(start), ok)
+	}
+	clk.Step(time.Nanosecond)
+	if _, at, ok := l.Leading(); ok || !at.Equal(start.Add(valid)) {
+		t.Fatalf("Leading at the deadline: %v at %v after start; want not leading", ok, at.Sub(start))
 	}
 }

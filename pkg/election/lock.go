@@ -1,7 +1,7 @@
 // Package election plugs Redis locks into client-go leader election: Lock
-// is a resourcelock.Interface, and ForRedisLock turns a RedisLock resource
-// into the few controller-runtime manager options that replace Lease
-// election. Election then costs no API-server writes.
+// is a resourcelock.Interface over any redislock.Client, so election costs
+// no API-server writes. It needs client-go only; pkg/mgrelection builds a
+// Lock from a RedisLock resource for controller-runtime managers.
 //
 // client-go's safety rules stay as they are (a leader that cannot renew
 // within RenewDeadline steps down, and RenewDeadline < LeaseDuration); the
@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/utils/clock"
 
 	"github.com/redislock/redislock/pkg/redislock"
 )
@@ -60,6 +61,10 @@ type LockOptions struct {
 	// neither.
 	Recorder resourcelock.EventRecorder
 	Object   runtime.Object
+	// Clock must be the redislock.Client's (its Options.Clock): Leading
+	// compares its reading with the held lock's deadline, and a standby's
+	// Get sleeps on it. Default: clock.RealClock.
+	Clock clock.Clock
 }
 
 // NewLock returns a Lock on the lock called name. ttl is the key's
@@ -76,6 +81,9 @@ func NewLock(c *redislock.Client, name string, ttl time.Duration, opts LockOptio
 	if (opts.Recorder == nil) != (opts.Object == nil) {
 		return nil, fmt.Errorf("election: %w: Recorder and Object go together", redislock.ErrInvalidOptions)
 	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
 	return &Lock{client: c, name: name, ttl: ttl, opts: opts}, nil
 }
 
@@ -90,7 +98,7 @@ func (l *Lock) Leading() (fence int64, at time.Time, ok bool) {
 	l.mu.Lock()
 	held := l.held
 	l.mu.Unlock()
-	at = time.Now()
+	at = l.opts.Clock.Now()
 	if held == nil || !at.Before(held.Deadline()) {
 		return 0, at, false
 	}
@@ -118,12 +126,12 @@ func (l *Lock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []b
 		if report {
 			return l.describe(h)
 		}
-		wait := time.NewTimer(h.FreeIn + rand.N(l.ttl/200+2*time.Millisecond))
+		wait := l.opts.Clock.NewTimer(h.FreeIn + rand.N(l.ttl/200+2*time.Millisecond))
 		select {
 		case <-ctx.Done():
 			wait.Stop()
 			return nil, nil, fmt.Errorf("election: get %q: %w", l.name, ctx.Err())
-		case <-wait.C:
+		case <-wait.C():
 		case <-l.opts.Wake:
 			wait.Stop()
 		}
@@ -136,7 +144,7 @@ func (l *Lock) describe(h redislock.Holder) (*resourcelock.LeaderElectionRecord,
 	defer l.mu.Unlock()
 	rec := l.record
 	if h.Identity != l.client.Identity() || l.held == nil {
-		now := metav1.NewTime(time.Now())
+		now := metav1.NewTime(l.opts.Clock.Now())
 		rec = resourcelock.LeaderElectionRecord{
 			HolderIdentity:       h.Identity,
 			LeaseDurationSeconds: int(l.ttl.Round(time.Second) / time.Second),

@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/redis/go-redis/v9"
+	"k8s.io/utils/clock"
 )
 
 // DefaultNodeTimeout is the default bound on one call to one node.
@@ -34,8 +35,12 @@ type Options struct {
 	// Metrics receives measurements. Default: none.
 	Metrics Metrics
 
-	// Clock is the time source. Default: RealClock.
-	Clock Clock
+	// Clock is the time source of the Client and of everything it
+	// creates. Deadlines come from Now's monotonic reading, so wall-clock
+	// jumps (NTP steps, a manual date change) never extend a lock's local
+	// validity. Default: clock.RealClock. Tests inject
+	// k8s.io/utils/clock/testing's FakeClock.
+	Clock clock.WithDelayedExecution
 
 	// AssumeDurable declares that the nodes never lose an acknowledged
 	// write: every node persists each write before it answers
@@ -111,7 +116,7 @@ func New(nodes []redis.UniversalClient, opts *Options) (*Client, error) {
 		o.Metrics = noMetrics{}
 	}
 	if o.Clock == nil {
-		o.Clock = RealClock{}
+		o.Clock = clock.RealClock{}
 	}
 	c := &Client{quorum: len(nodes)/2 + 1, opts: o, durable: "0"}
 	if o.AssumeDurable {

@@ -8,7 +8,7 @@
 // Obtain sends SET key value NX PX ttl (inside a script that also counts
 // fencing tokens) to every node at once, each call bounded by
 // Options.NodeTimeout. The value carries a fresh 128-bit random token and
-// the holder's identity (see Value). Refresh extends the ttl by a
+// the holder's identity ("v1:<token>:<identity>"). Refresh extends the ttl by a
 // compare-and-pexpire script and Release deletes the key by a
 // compare-and-delete script: neither ever touches a key that holds another
 // token. Refresh never re-creates a key to keep a lock it has lost; once a
@@ -22,7 +22,7 @@
 //
 //   - One holder (S1): a holder whose acquire or renew was sent at local
 //     monotonic time t0 and succeeded believes it holds the lock (Lock.Valid,
-//     Elector.IsLeader) until at most t0 + ttl - drift, where drift is 1% of
+//     Elector.State().Leading) until at most t0 + ttl - drift, where drift is 1% of
 //     the ttl plus 2ms, and no longer, even when Redis is unreachable or a
 //     call is stuck. Watchdog and Elector step down earlier, at
 //     RenewDeadline. Deadlines use the monotonic clock, so wall-clock jumps

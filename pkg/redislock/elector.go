@@ -64,23 +64,6 @@ func (c *Client) NewElector(o ElectorOptions) (*Elector, error) {
 	return &Elector{c: c, o: o}, nil
 }
 
-// IsLeader reports whether this candidate leads now. It reads the clock,
-// so it turns false the instant the step-down deadline passes, even before
-// the leadership context is cancelled.
-func (e *Elector) IsLeader() bool {
-	return e.State().Leading
-}
-
-// Leading returns the held lock and its leadership context while this
-// candidate leads, and nil otherwise.
-func (e *Elector) Leading() (*Lock, context.Context) {
-	s := e.State()
-	if !s.Leading {
-		return nil, nil
-	}
-	return s.lock, s.held
-}
-
 // State is what an Elector knows at one instant.
 type State struct {
 	// At is the instant the rest is true of: one reading of the Client's
@@ -104,12 +87,12 @@ type State struct {
 	// (ErrMalformedValue). Nil while leading, and after an attempt that
 	// found a holder.
 	Err error
-
-	lock *Lock
-	held context.Context
 }
 
-// State returns what the elector knows now. A caller that reports it (say,
+// State returns what the elector knows now. It reads the clock, so Leading
+// turns false the instant the step-down deadline passes, even before the
+// leadership context is cancelled. It is the Elector's one accessor: the
+// held lock and its context are OnStartedLeading's arguments. A caller that reports it (say,
 // over HTTP) should report At with it: if the process is paused after the
 // clock was read, the answer is still true of At.
 func (e *Elector) State() State {
@@ -121,16 +104,9 @@ func (e *Elector) State() State {
 		return s
 	}
 	if until := l.after(e.o.RenewDeadline); s.At.Before(until) {
-		s.Leading, s.Leader, s.Fence, s.ValidUntil, s.lock, s.held, s.Err = true, e.c.opts.Identity, l.Fence(), until, l, held, nil
+		s.Leading, s.Leader, s.Fence, s.ValidUntil, s.Err = true, e.c.opts.Identity, l.Fence(), until, nil
 	}
 	return s
-}
-
-// Leader returns the identity of the last leader observed, "" if none yet.
-func (e *Elector) Leader() string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.leader
 }
 
 // Run campaigns until ctx ends, then releases the lock if it holds it and

@@ -127,7 +127,7 @@ func (c *candidate) stop() {
 
 func leaderOf(cs []*candidate) int {
 	for i, c := range cs {
-		if c.e.IsLeader() {
+		if c.e.State().Leading {
 			return i
 		}
 	}
@@ -167,7 +167,7 @@ func TestElectorsHandOverGracefullyOneAtATime(t *testing.T) {
 			if i == leader || i == next {
 				continue
 			}
-			waitFor(t, 3*time.Second, "standbys to see the new leader", func() bool { return c.e.Leader() == names[next] })
+			waitFor(t, 3*time.Second, "standbys to see the new leader", func() bool { return c.e.State().Leader == names[next] })
 		}
 		cands[leader] = start(j.elector(t, newClient(t, names[leader], s), "election", timing))
 	}
@@ -189,19 +189,19 @@ func TestElectorStepsDownWhileRedisIsDownAndComesBack(t *testing.T) {
 	timing := redislock.Timing{TTL: time.Second, RenewInterval: 100 * time.Millisecond, RenewDeadline: 600 * time.Millisecond}
 	c := start(j.elector(t, newClient(t, "solo", s), "outage", timing))
 	defer c.stop()
-	waitFor(t, 3*time.Second, "leadership", c.e.IsLeader)
+	waitFor(t, 3*time.Second, "leadership", leading(c.e))
 	if err := s.Pause(); err != nil {
 		t.Fatal(err)
 	}
 	paused := time.Now()
-	waitFor(t, 3*time.Second, "stepping down", func() bool { return !c.e.IsLeader() })
+	waitFor(t, 3*time.Second, "stepping down", func() bool { return !c.e.State().Leading })
 	if took := time.Since(paused); took > timing.TTL {
 		t.Fatalf("stepped down %v after Redis went away; the key could have expired after %v", took, timing.TTL)
 	}
 	if err := s.Resume(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "leadership after Redis is back", c.e.IsLeader)
+	waitFor(t, 5*time.Second, "leadership after Redis is back", leading(c.e))
 	if terms := j.check(t); terms != 2 {
 		t.Fatalf("%d leaderships, want 2", terms)
 	}
@@ -225,19 +225,19 @@ func TestElectorStateSaysWhyItCannotCampaign(t *testing.T) {
 	}
 	// The node just started: the guard holds the lock back for a ttl.
 	waitFor(t, 5*time.Second, "ErrGuarded in the state", stateErr(redislock.ErrGuarded))
-	waitFor(t, 3*timing.TTL, "leadership once the guard lifts", c.e.IsLeader)
+	waitFor(t, 3*timing.TTL, "leadership once the guard lifts", leading(c.e))
 	if err := c.e.State().Err; err != nil {
 		t.Fatalf("leading with Err %v", err)
 	}
 
 	standby := start(j.elector(t, newClient(t, "standby", s), "why", timing))
 	defer standby.stop()
-	waitFor(t, 5*time.Second, "the standby to see the leader", func() bool { return standby.e.Leader() == "guarded" })
+	waitFor(t, 5*time.Second, "the standby to see the leader", func() bool { return standby.e.State().Leader == "guarded" })
 	if err := standby.e.State().Err; err != nil {
 		t.Fatalf("a healthy standby reports %v", err)
 	}
 	c.stop()
-	waitFor(t, 5*time.Second, "the standby to lead", standby.e.IsLeader)
+	waitFor(t, 5*time.Second, "the standby to lead", leading(standby.e))
 	standby.stop()
 
 	set(t, s, lockKey("why"), "not ours")
@@ -247,4 +247,9 @@ func TestElectorStateSaysWhyItCannotCampaign(t *testing.T) {
 
 	s.Kill()
 	waitFor(t, 5*time.Second, "ErrNoQuorum in the state", func() bool { return errors.Is(foreign.e.State().Err, redislock.ErrNoQuorum) })
+}
+
+// leading is a condition for waitFor: e leads now.
+func leading(e *redislock.Elector) func() bool {
+	return func() bool { return e.State().Leading }
 }

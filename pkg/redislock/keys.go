@@ -15,9 +15,9 @@ import (
 //	                            never expiring, so that a vanished lock key
 //	                            (DEL, eviction, force-release) is not free
 //	                            before its holder's time is up
-//	redislock:{<name>}:events   the pub/sub channel ("acquired", "released")
-//
-// The scripts derive the channel from the lock key the same way.
+//	redislock:{<name>}:events   the pub/sub channel ("acquired", "released"),
+//	                            named by internal/lockevents; the scripts
+//	                            derive it from the lock key the same way
 type lockKeys struct {
 	name  string
 	lock  string
@@ -25,32 +25,11 @@ type lockKeys struct {
 	until string
 }
 
-// EventsChannel returns the pub/sub channel on which the lock called name
-// announces "acquired" and "released".
-func EventsChannel(name string) string { return lockKey(name) + eventsSuffix[1:] }
-
-// EventsPattern is a PSUBSCRIBE pattern that matches the events channel of
-// every lock.
-const EventsPattern = keyPrefix + "*" + eventsSuffix
-
-// LockOfChannel returns the name of the lock whose events channel is
-// channel, and false for any other channel.
-func LockOfChannel(channel string) (string, bool) {
-	name, ok := strings.CutPrefix(channel, keyPrefix)
-	if !ok {
-		return "", false
-	}
-	return strings.CutSuffix(name, eventsSuffix)
-}
-
 const (
-	keyPrefix    = "redislock:{"
-	fenceSuffix  = "}:fence"
-	untilSuffix  = "}:until"
-	eventsSuffix = "}:events"
+	keyPrefix   = "redislock:{"
+	fenceSuffix = "}:fence"
+	untilSuffix = "}:until"
 )
-
-func lockKey(name string) string { return keyPrefix + name + "}" }
 
 // checkName enforces the rules of lock names: non-empty and free of
 // braces, which would break the hash tag.

@@ -300,7 +300,7 @@ func (c *Client) describeHolder(hs []heldReply) (held, error) {
 			h.fence = hr.counter
 		}
 	}
-	v, err := ParseValue(top)
+	v, err := parseValue(top)
 	if err != nil {
 		return h, err
 	}

@@ -103,14 +103,14 @@ func child(role, addr, id string) error {
 		last := time.Now()
 		for ctx.Err() == nil {
 			before := time.Now().UnixNano()
-			l, _ := e.Leading()
+			st := e.State()
 			after := time.Now().UnixNano()
 			switch {
-			case l == nil:
+			case !st.Leading:
 				time.Sleep(5 * time.Millisecond)
 			case time.Since(last) >= 5*time.Millisecond:
 				last = time.Now()
-				if err := note("act %s %d %d %d", id, l.Fence(), before, after); err != nil {
+				if err := note("act %s %d %d %d", id, st.Fence, before, after); err != nil {
 					return err
 				}
 			default:

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 )
 
 // reply is one node's answer to one call.
@@ -116,10 +115,4 @@ func nodeErrors(sentinel error, replies []reply) error {
 		return sentinel
 	}
 	return fmt.Errorf("%w: %w", sentinel, errors.Join(errs...))
-}
-
-// drift is the allowance for clock drift between this process and the
-// nodes over a ttl: 1% of it plus 2ms, as Redlock prescribes.
-func drift(ttl time.Duration) time.Duration {
-	return ttl/100 + 2*time.Millisecond
 }

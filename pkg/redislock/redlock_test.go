@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redislock/redislock/internal/lockevents"
 	"github.com/redislock/redislock/internal/redisproc"
 	"github.com/redislock/redislock/internal/redistest"
 	"github.com/redislock/redislock/pkg/redislock"
@@ -166,7 +167,7 @@ func TestFailedAttemptsNeitherWakeWaitersNorCountTokens(t *testing.T) {
 		}
 		return n
 	}
-	sub := nodes[0].Subscribe(ctx, redislock.EventsChannel("split"))
+	sub := nodes[0].Subscribe(ctx, lockevents.Channel("split"))
 	t.Cleanup(func() { _ = sub.Close() })
 	if _, err := sub.Receive(ctx); err != nil {
 		t.Fatal(err)

@@ -84,3 +84,9 @@ func (c *Client) CheckTiming(t Timing) error {
 	}
 	return c.checkTTL(t.TTL)
 }
+
+// drift is the allowance for clock drift between this process and the
+// nodes over a ttl: 1% of it plus 2ms, as Redlock prescribes.
+func drift(ttl time.Duration) time.Duration {
+	return ttl/100 + 2*time.Millisecond
+}

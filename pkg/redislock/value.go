@@ -17,7 +17,7 @@ import (
 // Options.Identity (1 to MaxIdentityLen bytes of UTF-8, colons allowed, no
 // control characters). Renewal and release compare the whole value, so only
 // the acquisition that wrote it can extend or delete it. Observers (the
-// controller, kubectl users running GET) parse it with ParseValue to learn who
+// controller, kubectl users running GET) parse it with parseValue to learn who
 // holds the lock; the token itself is a secret of the holder and is never
 // shown by this project's status or logs.
 const (
@@ -28,8 +28,8 @@ const (
 	MaxIdentityLen = 253
 )
 
-// Value is a decoded lock value.
-type Value struct {
+// value is a decoded lock value.
+type value struct {
 	// Token identifies one acquisition; it is unique with overwhelming
 	// probability and changes on every acquisition, even by the same holder.
 	Token string
@@ -38,35 +38,35 @@ type Value struct {
 }
 
 // String encodes v in format version 1.
-func (v Value) String() string {
+func (v value) String() string {
 	return valuePrefix + v.Token + ":" + v.Identity
 }
 
-// ParseValue decodes a stored lock value. It returns an error wrapping
+// parseValue decodes a stored lock value. It returns an error wrapping
 // ErrMalformedValue for anything this package does not write: another
 // format version, a short or non-hex token, an empty, oversized or non-UTF-8
 // identity.
-func ParseValue(s string) (Value, error) {
+func parseValue(s string) (value, error) {
 	rest, ok := strings.CutPrefix(s, valuePrefix)
 	if !ok {
-		return Value{}, fmt.Errorf("%w: want prefix %q", ErrMalformedValue, valuePrefix)
+		return value{}, fmt.Errorf("%w: want prefix %q", ErrMalformedValue, valuePrefix)
 	}
 	if len(rest) < tokenLen+1 || rest[tokenLen] != ':' {
-		return Value{}, fmt.Errorf("%w: want %d hex digits of token then ':'", ErrMalformedValue, tokenLen)
+		return value{}, fmt.Errorf("%w: want %d hex digits of token then ':'", ErrMalformedValue, tokenLen)
 	}
 	token, identity := rest[:tokenLen], rest[tokenLen+1:]
 	for i := 0; i < len(token); i++ {
 		if c := token[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return Value{}, fmt.Errorf("%w: token has non-hex byte %q", ErrMalformedValue, c)
+			return value{}, fmt.Errorf("%w: token has non-hex byte %q", ErrMalformedValue, c)
 		}
 	}
 	if err := checkIdentity(identity); err != nil {
-		return Value{}, fmt.Errorf("%w: %w", ErrMalformedValue, err)
+		return value{}, fmt.Errorf("%w: %w", ErrMalformedValue, err)
 	}
-	return Value{Token: token, Identity: identity}, nil
+	return value{Token: token, Identity: identity}, nil
 }
 
-// checkIdentity enforces the identity rules shared by Options and ParseValue.
+// checkIdentity enforces the identity rules shared by Options and parseValue.
 func checkIdentity(id string) error {
 	switch {
 	case id == "":

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"k8s.io/utils/clock"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/redislock/redislock/internal/redisproc"
 	"github.com/redislock/redislock/internal/redistest"
@@ -21,7 +23,7 @@ import (
 // the verdict does not depend on how fast the machine is.
 func TestWatchdogKeepsLockForTenTTLs(t *testing.T) {
 	s := redistest.Start(t, redisproc.Options{})
-	clock := &fakeClock{now: time.Unix(1_000_000, 0)}
+	clock := testingclock.NewFakeClock(time.Unix(1_000_000, 0))
 	c := patientClient(t, s, clock)
 	const ttl, interval = redislock.DefaultTTL, 2 * time.Second
 	l, err := c.Obtain(context.Background(), "kept", ttl)
@@ -57,7 +59,7 @@ func TestWatchdogKeepsLockForTenTTLs(t *testing.T) {
 // row without a renewal.
 func TestWatchdogKeepsLockInRealTime(t *testing.T) {
 	s := redistest.Start(t, redisproc.Options{})
-	c := patientClient(t, s, redislock.RealClock{})
+	c := patientClient(t, s, clock.RealClock{})
 	const ttl = 2 * time.Second
 	l, err := c.Obtain(context.Background(), "kept", ttl)
 	if err != nil {
@@ -100,9 +102,9 @@ func checkKept(t *testing.T, s *redisproc.Server, name, value string, ttl time.D
 // patientClient returns a Client over s on clock whose calls to Redis
 // time out, in real time, after a second, which no loaded machine reaches
 // (newClient's 100ms it can).
-func patientClient(t *testing.T, s *redisproc.Server, clock redislock.Clock) *redislock.Client {
+func patientClient(t *testing.T, s *redisproc.Server, clk clock.WithDelayedExecution) *redislock.Client {
 	t.Helper()
-	c, err := redislock.New(redistest.Clients(t, s), &redislock.Options{AssumeDurable: true, Identity: "a", Clock: clock, NodeTimeout: time.Second})
+	c, err := redislock.New(redistest.Clients(t, s), &redislock.Options{AssumeDurable: true, Identity: "a", Clock: clk, NodeTimeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,24 +114,17 @@ func patientClient(t *testing.T, s *redisproc.Server, clock redislock.Clock) *re
 // renew moves clock on by interval once the watchdog waits for its next
 // renewal, and waits until that renewal is done, however long it takes
 // in real time (up to 10s): the fake clock stands still meanwhile.
-func renew(t *testing.T, clock *fakeClock, interval time.Duration) {
+func renew(t *testing.T, clock *testingclock.FakeClock, interval time.Duration) {
 	t.Helper()
-	waitFor(t, 10*time.Second, "the watchdog to wait for its next renewal", clock.tickerArmed)
-	clock.Advance(interval)
-	waitFor(t, 10*time.Second, "the renewal to be done", clock.tickerArmed)
+	waitFor(t, 10*time.Second, "the watchdog to wait for its next renewal", renewalDue(clock))
+	clock.Step(interval)
+	waitFor(t, 10*time.Second, "the renewal to be done", renewalDue(clock))
 }
 
-// tickerArmed reports whether a timer without a function (NewTimer, as
-// the watchdog's renewal ticker is) waits to fire.
-func (c *fakeClock) tickerArmed() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, t := range c.timers {
-		if t.f == nil && t.armed {
-			return true
-		}
-	}
-	return false
+// renewalDue reports whether the watchdog waits for its next renewal: both
+// its timers, the step-down and the renewal tick, are armed on clock.
+func renewalDue(clock *testingclock.FakeClock) func() bool {
+	return func() bool { return clock.Waiters() == 2 }
 }
 
 // S1: a holder that cannot reach Redis stops believing by its local
@@ -180,7 +175,7 @@ func TestHolderCutOffFromRedisStepsDownByDeadline(t *testing.T) {
 // can have ended it.
 func TestWatchdogReportsLostLock(t *testing.T) {
 	s := redistest.Start(t, redisproc.Options{})
-	clock := &fakeClock{now: time.Unix(1_000_000, 0)}
+	clock := testingclock.NewFakeClock(time.Unix(1_000_000, 0))
 	c := patientClient(t, s, clock)
 	const interval = 2 * time.Second
 	l, err := c.Obtain(context.Background(), "stolen", redislock.DefaultTTL)
@@ -194,8 +189,8 @@ func TestWatchdogReportsLostLock(t *testing.T) {
 	// The key passes to another holder behind the lock's back (an admin
 	// writes it by hand).
 	set(t, s, lockKey("stolen"), redislock.Value{Token: strings.Repeat("b", 32), Identity: "b"}.String())
-	waitFor(t, 10*time.Second, "the watchdog to wait for its next renewal", clock.tickerArmed)
-	clock.Advance(interval)
+	waitFor(t, 10*time.Second, "the watchdog to wait for its next renewal", renewalDue(clock))
+	clock.Step(interval)
 	select {
 	case <-held.Done():
 	case <-time.After(10 * time.Second):
@@ -212,7 +207,7 @@ func TestWatchdogReportsLostLock(t *testing.T) {
 func TestWatchdogRejectsBadTiming(t *testing.T) {
 	s := redistest.Start(t, redisproc.Options{})
 	const ttl = 2 * time.Second
-	l, err := patientClient(t, s, redislock.RealClock{}).Obtain(context.Background(), "k", ttl)
+	l, err := patientClient(t, s, clock.RealClock{}).Obtain(context.Background(), "k", ttl)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,7 +36,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/redislock/redislock/pkg/election" // (diff)
+	"github.com/redislock/redislock/pkg/election"
+	"github.com/redislock/redislock/pkg/mgrelection" // (diff)
 )
 
 var (
@@ -139,7 +140,7 @@ func main() {
 			setupLog.Error(nil, "-redislock must be namespace/name", "redislock", redisLockRef)
 			os.Exit(2)
 		}
-		e, err := election.ForRedisLock(ctx, cfg, types.NamespacedName{Namespace: ns, Name: name}, identity)
+		e, err := mgrelection.ForRedisLock(ctx, cfg, types.NamespacedName{Namespace: ns, Name: name}, identity)
 		if err != nil {
 			setupLog.Error(err, "unable to set up Redis leader election")
 			os.Exit(1)

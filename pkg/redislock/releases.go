@@ -5,6 +5,8 @@ import (
 	"sync"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redislock/redislock/internal/lockevents"
 )
 
 // WatchReleases subscribes to the release messages of the lock called name
@@ -13,10 +15,10 @@ import (
 // releases. WatchReleases waits up to NodeTimeout per node for the
 // subscription to be confirmed, so that a release right after it returns
 // is not missed; it resubscribes after a node fault, and after the server
-// refused a resubscription (KeepSubscribed). Call stop to unsubscribe.
+// refused a resubscription, with a PING per 30s of silence to find out. Call stop to unsubscribe.
 func (c *Client) WatchReleases(ctx context.Context, name string) (wake <-chan struct{}, stop func()) {
 	ch := make(chan struct{}, 1)
-	channel := EventsChannel(name)
+	channel := lockevents.Channel(name)
 	subs := make([]*redis.PubSub, len(c.nodes))
 	var wg sync.WaitGroup
 	for i, n := range c.nodes {
@@ -31,7 +33,7 @@ func (c *Client) WatchReleases(ctx context.Context, name string) (wake <-chan st
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c.KeepSubscribed(ctx, sub, func(ctx context.Context) error { return sub.Subscribe(ctx, channel) }, func(msg *redis.Message) {
+			lockevents.Keeper{Clock: c.opts.Clock, Log: c.opts.Logger}.Keep(ctx, sub, func(ctx context.Context) error { return sub.Subscribe(ctx, channel) }, func(msg *redis.Message) {
 				if msg.Payload != "released" {
 					return
 				}

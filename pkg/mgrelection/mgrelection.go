@@ -1,7 +1,13 @@
-package election
+// Package mgrelection replaces a controller-runtime manager's Lease
+// election with a Redis lock declared by a RedisLock resource: ForRedisLock
+// reads the resource and its Secrets, and Election.Apply sets the manager
+// options. The lock itself is election.Lock, which needs no
+// controller-runtime; use it directly to elect with client-go alone.
+package mgrelection
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -14,14 +20,40 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/redislock/redislock/internal/redisconn"
+	"github.com/redislock/redislock/pkg/election"
 	"github.com/redislock/redislock/pkg/redislock"
 )
+
+// Sentinel errors. ForRedisLock's errors wrap one of them, a
+// redislock sentinel (ErrInvalidOptions, ErrNoQuorum, ErrEvictionPolicy...)
+// or an API error (a NotFound RedisLock), so that callers can tell them
+// apart with errors.Is.
+var (
+	// ErrSecret means a Secret the RedisLock names is missing, or lacks
+	// the key it names.
+	ErrSecret = errors.New("mgrelection: secret")
+	// ErrInvalidSpec means the RedisLock breaks a rule the API server
+	// cannot check (say, an address that does not parse).
+	ErrInvalidSpec = errors.New("mgrelection: invalid spec")
+)
+
+// public wraps err in the sentinel of this package that stands for the
+// internal one it wraps, if any.
+func public(err error) error {
+	switch {
+	case errors.Is(err, redisconn.ErrSecret):
+		return fmt.Errorf("%w: %w", ErrSecret, err)
+	case errors.Is(err, redisconn.ErrInvalid):
+		return fmt.Errorf("%w: %w", ErrInvalidSpec, err)
+	}
+	return fmt.Errorf("mgrelection: %w", err)
+}
 
 // Election is leader election on one RedisLock, ready for a
 // controller-runtime manager.
 type Election struct {
 	// Lock is the resourcelock.Interface.
-	Lock *Lock
+	Lock *election.Lock
 	// LeaseDuration, RenewDeadline and RetryPeriod are the RedisLock's
 	// ttl, renewDeadline and renewInterval.
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
@@ -37,11 +69,11 @@ type Election struct {
 func ForRedisLock(ctx context.Context, cfg *rest.Config, ref types.NamespacedName, identity string) (*Election, error) {
 	c, err := redisconn.NewAPIClient(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("election: %w", err)
+		return nil, fmt.Errorf("mgrelection: %w", err)
 	}
 	cand, err := redisconn.OpenCandidate(ctx, c, ref, redislock.Options{Identity: identity})
 	if err != nil {
-		return nil, fmt.Errorf("election: %w", err)
+		return nil, public(err)
 	}
 	rl, lc, t, name := cand.Object, cand.Client, cand.Timing, cand.Name
 	wake, unsubscribe := lc.WatchReleases(context.WithoutCancel(ctx), name)
@@ -51,12 +83,12 @@ func ForRedisLock(ctx context.Context, cfg *rest.Config, ref types.NamespacedNam
 	if err != nil {
 		unsubscribe()
 		cand.Close()
-		return nil, fmt.Errorf("election: %w", err)
+		return nil, fmt.Errorf("mgrelection: %w", err)
 	}
 	broadcaster := record.NewBroadcaster()
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events(rl.Namespace)})
 	recorder := broadcaster.NewRecorder(c.Scheme(), corev1.EventSource{Component: "redislock-election"})
-	lock, err := NewLock(lc, name, t.TTL, LockOptions{Wake: wake, Recorder: recorder, Object: rl})
+	lock, err := election.NewLock(lc, name, t.TTL, election.LockOptions{Wake: wake, Recorder: recorder, Object: rl})
 	if err != nil {
 		broadcaster.Shutdown()
 		unsubscribe()

@@ -1,4 +1,4 @@
-package redislock
+package lockevents
 
 import (
 	"context"
@@ -6,30 +6,38 @@ import (
 	"net"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/redis/go-redis/v9"
+	"k8s.io/utils/clock"
 )
 
-// SubscriptionCheck is how long a subscription may be silent before
-// KeepSubscribed checks it with a PING.
-const SubscriptionCheck = 30 * time.Second
+// CheckEvery is how long a subscription may be silent before Keeper.Keep
+// checks it with a PING.
+const CheckEvery = 30 * time.Second
 
-// KeepSubscribed reads sub until ctx ends or sub is closed, passes each
+// Keeper keeps subscriptions alive.
+type Keeper struct {
+	// Clock times the backoff between resubscriptions.
+	Clock clock.Clock
+	// Log gets a line when a subscription is lost and when it is back.
+	Log logr.Logger
+}
+
+// Keep reads sub until ctx ends or sub is closed, passes each
 // message to handle, and keeps the subscription alive: go-redis reconnects
 // and resubscribes after a lost connection, but a SUBSCRIBE the server
 // refused on the new connection (-NOAUTH while a password was being
 // changed) leaves a healthy connection that is subscribed to nothing, for
-// good. KeepSubscribed sees the refusal, or a PING answered while nothing
+// good. Keep sees the refusal, or a PING answered while nothing
 // is subscribed, and calls subscribe again with backoff (100ms doubling to
-// SubscriptionCheck) until the server confirms. It sends one PING per
-// SubscriptionCheck of silence and nothing else while all is well. Until
+// CheckEvery) until the server confirms. It sends one PING per
+// CheckEvery of silence and nothing else while all is well. Until
 // the subscription is back, waiters notice releases only at expiry; it
 // logs both changes.
-//
-// The Client's clock times the backoff and its logger gets the lines.
-func (c *Client) KeepSubscribed(ctx context.Context, sub *redis.PubSub, subscribe func(context.Context) error, handle func(*redis.Message)) {
-	log := c.opts.Logger
+func (k Keeper) Keep(ctx context.Context, sub *redis.PubSub, subscribe func(context.Context) error, handle func(*redis.Message)) {
+	log := k.Log
 	sleep := func(d time.Duration) bool {
-		t := c.opts.Clock.NewTimer(d)
+		t := k.Clock.NewTimer(d)
 		defer t.Stop()
 		select {
 		case <-ctx.Done():
@@ -40,7 +48,7 @@ func (c *Client) KeepSubscribed(ctx context.Context, sub *redis.PubSub, subscrib
 	}
 	subscribed, backoff := true, 100*time.Millisecond
 	for ctx.Err() == nil {
-		msg, err := sub.ReceiveTimeout(ctx, SubscriptionCheck)
+		msg, err := sub.ReceiveTimeout(ctx, CheckEvery)
 		switch m := msg.(type) {
 		case *redis.Message:
 			handle(m)
@@ -73,7 +81,7 @@ func (c *Client) KeepSubscribed(ctx context.Context, sub *redis.PubSub, subscrib
 				if !sleep(backoff) {
 					return
 				}
-				backoff = min(2*backoff, SubscriptionCheck)
+				backoff = min(2*backoff, CheckEvery)
 				continue
 			}
 		}
@@ -85,7 +93,7 @@ func (c *Client) KeepSubscribed(ctx context.Context, sub *redis.PubSub, subscrib
 		if !sleep(backoff) {
 			return
 		}
-		backoff = min(2*backoff, SubscriptionCheck)
+		backoff = min(2*backoff, CheckEvery)
 		if err := subscribe(ctx); err != nil && ctx.Err() == nil {
 			log.V(1).Info("resubscribe failed; trying again", "error", err.Error(), "retryIn", backoff.String())
 		}
