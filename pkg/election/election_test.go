@@ -189,21 +189,22 @@ func waitStandbys(t *testing.T, cs []*candidate, leader int) {
 // waitLeader returns the first candidate to start leading after since.
 func waitLeader(t *testing.T, cs []*candidate, timeout time.Duration) (int, time.Time) {
 	t.Helper()
-	deadline := time.After(timeout)
-	for {
+	leader, at := -1, time.Time{}
+	err := wait.PollUntilContextTimeout(context.Background(), 2*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
 		for i, c := range cs {
 			select {
-			case at := <-c.leading:
-				return i, at
+			case at = <-c.leading:
+				leader = i
+				return true, nil
 			default:
 			}
 		}
-		select {
-		case <-deadline:
-			t.Fatalf("no leader within %v", timeout)
-		case <-time.After(2 * time.Millisecond):
-		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("no leader within %v", timeout)
 	}
+	return leader, at
 }
 
 func TestClientGoElectorsHandOverGracefullyOneAtATime(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/redislock/redislock/internal/redisproc"
 	"github.com/redislock/redislock/internal/redistest"
@@ -29,12 +30,9 @@ func lockKey(name string) string { return "redislock:{" + name + "}" }
 // waitFor polls cond every 5ms until it holds, failing t after timeout.
 func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(5 * time.Millisecond)
+	err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, timeout, true, func(context.Context) (bool, error) { return cond(), nil })
+	if err != nil {
+		t.Fatalf("timed out after %v waiting for %s", timeout, what)
 	}
 }
 
