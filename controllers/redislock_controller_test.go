@@ -317,6 +317,48 @@ func TestForceReleaseAnnotation(t *testing.T) {
 	waitEvent(t, ns, "stuck", controllers.EventForceReleased)
 }
 
+// When removing the annotation fails, the reconcile returns the error (the
+// controller counts it and retries), and a later reconcile removes it.
+func TestForceReleaseWhoseAnnotationRemovalFailsIsRetried(t *testing.T) {
+	s := redistest.Start(t, redisproc.Options{})
+	ns := namespace(t)
+	rl := redisLock(ns, "retried", v1alpha1.ModeStandalone, s.Addr)
+	create(t, rl)
+	ctx := context.Background()
+	if _, err := holder(t, "stuck-pod", s).Obtain(ctx, ns+"/retried", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	got := waitLock(t, rl, 5*time.Second, "the holder", func(got *v1alpha1.RedisLock) bool { return got.Status.HolderIdentity == "stuck-pod" })
+	errorsBefore := reconcileErrors(t)
+	requests.failNextPatch(rl)
+	got.Annotations = map[string]string{controllers.ForceReleaseAnnotation: "admin"}
+	if err := k8s.Update(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	waitLock(t, rl, 10*time.Second, "release and annotation removed", func(got *v1alpha1.RedisLock) bool {
+		_, still := got.Annotations[controllers.ForceReleaseAnnotation]
+		return got.Status.HolderIdentity == "" && !still
+	})
+	if n := reconcileErrors(t); n < errorsBefore+1 {
+		t.Fatalf("%v reconcile errors, %v before the failed patch; want the failure returned", n, errorsBefore)
+	}
+	if w := writesOf(t, rl); countWrites(w, reqPatch) < 2 {
+		t.Fatalf("writes %q; want the failed patch, then one that removed the annotation", w)
+	}
+}
+
+// reconcileErrors reads controller_runtime_reconcile_errors_total of the
+// redislock controller.
+func reconcileErrors(t *testing.T) float64 {
+	t.Helper()
+	for _, m := range metricSeries(t, "controller_runtime_reconcile_errors_total") {
+		if m.labels["controller"] == "redislock" {
+			return m.value
+		}
+	}
+	return 0
+}
+
 func waitEvent(t *testing.T, ns, name, reason string) {
 	t.Helper()
 	waitFor(t, 5*time.Second, "a "+reason+" event on "+ns+"/"+name, func() (bool, any) {

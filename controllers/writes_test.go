@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -28,6 +29,30 @@ var requests requestLog
 type requestLog struct {
 	mu  sync.Mutex
 	all []request
+	// failPatches is how many of the next metadata patches of each
+	// object fail, as if the API server were unavailable.
+	failPatches map[client.ObjectKey]int
+}
+
+// failNextPatch makes the reconciler's next metadata patch of obj fail.
+func (l *requestLog) failNextPatch(obj client.Object) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.failPatches == nil {
+		l.failPatches = map[client.ObjectKey]int{}
+	}
+	l.failPatches[client.ObjectKeyFromObject(obj)]++
+}
+
+// injectedFailure reports whether the patch of key is to fail, and counts it.
+func (l *requestLog) injectedFailure(key client.ObjectKey) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.failPatches[key] == 0 {
+		return false
+	}
+	l.failPatches[key]--
+	return true
 }
 
 type request struct {
@@ -113,7 +138,11 @@ func (c recordingClient) Update(ctx context.Context, obj client.Object, opts ...
 }
 
 func (c recordingClient) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-	requests.add(ctx, client.ObjectKeyFromObject(obj), reqPatch)
+	key := client.ObjectKeyFromObject(obj)
+	requests.add(ctx, key, reqPatch)
+	if requests.injectedFailure(key) {
+		return apierrors.NewServiceUnavailable("injected by the test")
+	}
 	return c.Client.Patch(ctx, obj, patch, opts...)
 }
 
