@@ -389,8 +389,9 @@ func TestDeletionPolicy(t *testing.T) {
 			}
 			// The first reconcile adds the finalizer and the status with
 			// one write of each.
-			if w := writesOf(t, rl); release && !slices.Equal(w[0], []string{reqPatch, reqStatusApply}) {
-				t.Fatalf("writes of the first reconcile %q; want the finalizer patched, then the status applied", w[0])
+			w0 := writesOf(t, rl)
+			if release && !slices.Equal(w0[0], []string{reqPatch, reqStatusApply}) {
+				t.Fatalf("writes of the first reconcile %q; want the finalizer patched, then the status applied", w0[0])
 			}
 			if err := k8s.Delete(ctx, got); err != nil {
 				t.Fatal(err)
@@ -399,12 +400,16 @@ func TestDeletionPolicy(t *testing.T) {
 				err := k8s.Get(ctx, client.ObjectKeyFromObject(rl), &v1alpha1.RedisLock{})
 				return apierrors.IsNotFound(err), err
 			})
+			// Finalizing patches the finalizer away and writes nothing else.
+			// A reconcile that reads the object from a cache that has not
+			// yet seen it go finalizes again; its patch then fails.
 			w := writesOf(t, rl)
-			if patches := countWrites(w, reqPatch); patches != map[bool]int{true: 2, false: 0}[release] {
-				t.Fatalf("%d metadata patches with %s over the writes %q; want the finalizer added and removed with Release, none with Retain", patches, policy, w)
+			if !release && countWrites(w, reqPatch) != 0 {
+				t.Fatalf("writes %q with Retain; want no metadata patch", w)
 			}
-			if last := w[len(w)-1]; release && !slices.Equal(last, []string{reqPatch}) {
-				t.Fatalf("writes of the reconcile that finalized %q; want the finalizer patched away only", last)
+			deleting := w[len(w0):]
+			if release && len(deleting) == 0 || slices.ContainsFunc(deleting, func(w []string) bool { return !slices.Equal(w, []string{reqPatch}) }) {
+				t.Fatalf("writes after the delete %q; want the finalizer patched away, and nothing else", deleting)
 			}
 			n, err := rc.Exists(ctx, "redislock:{"+ns+"/"+name+"}").Result()
 			if err != nil {
