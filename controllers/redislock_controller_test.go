@@ -286,24 +286,7 @@ func metricSeries(t *testing.T, name string) []series {
 }
 
 func TestForceReleaseAnnotation(t *testing.T) {
-	s := redistest.Start(t, redisproc.Options{})
-	ns := namespace(t)
-	rl := redisLock(ns, "stuck", v1alpha1.ModeStandalone, s.Addr)
-	create(t, rl)
-	ctx := context.Background()
-	l, err := holder(t, "stuck-pod", s).Obtain(ctx, ns+"/stuck", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := waitLock(t, rl, 5*time.Second, "the holder", func(got *v1alpha1.RedisLock) bool { return got.Status.HolderIdentity == "stuck-pod" })
-	got.Annotations = map[string]string{controllers.ForceReleaseAnnotation: "admin"}
-	if err := k8s.Update(ctx, got); err != nil {
-		t.Fatal(err)
-	}
-	waitLock(t, rl, 5*time.Second, "release and annotation removed", func(got *v1alpha1.RedisLock) bool {
-		_, still := got.Annotations[controllers.ForceReleaseAnnotation]
-		return got.Status.HolderIdentity == "" && !still
-	})
+	ns, rl, l := forceReleaseHeldLock(t, "stuck", func(*v1alpha1.RedisLock) {})
 	// One reconcile releases, removes the annotation and clears the
 	// holder: one metadata patch, one status apply.
 	w := writesOf(t, rl)
@@ -311,7 +294,7 @@ func TestForceReleaseAnnotation(t *testing.T) {
 	if i < 0 || !slices.Equal(w[i], []string{reqPatch, reqStatusApply}) {
 		t.Fatalf("writes %q; want a reconcile that patched the annotation away, then applied the status", w)
 	}
-	if err := l.Refresh(ctx); !errors.Is(err, redislock.ErrLockLost) {
+	if err := l.Refresh(context.Background()); !errors.Is(err, redislock.ErrLockLost) {
 		t.Fatalf("holder after force release: %v, want ErrLockLost", err)
 	}
 	waitEvent(t, ns, "stuck", controllers.EventForceReleased)
@@ -320,17 +303,37 @@ func TestForceReleaseAnnotation(t *testing.T) {
 // When removing the annotation fails, the reconcile returns the error (the
 // controller counts it and retries), and a later reconcile removes it.
 func TestForceReleaseWhoseAnnotationRemovalFailsIsRetried(t *testing.T) {
+	var errorsBefore float64
+	_, rl, _ := forceReleaseHeldLock(t, "retried", func(rl *v1alpha1.RedisLock) {
+		errorsBefore = reconcileErrors(t)
+		requests.failNextPatch(rl)
+	})
+	if n := reconcileErrors(t); n < errorsBefore+1 {
+		t.Fatalf("%v reconcile errors, %v before the failed patch; want the failure returned", n, errorsBefore)
+	}
+	if w := writesOf(t, rl); countWrites(w, reqPatch) < 2 {
+		t.Fatalf("writes %q; want the failed patch, then one that removed the annotation", w)
+	}
+}
+
+// forceReleaseHeldLock creates the RedisLock name on a new Redis, has
+// stuck-pod take its lock, calls prepare once the status shows it, sets
+// the force-release annotation and waits until the controller released
+// the lock and removed the annotation. It returns the namespace, the
+// RedisLock and stuck-pod's lock.
+func forceReleaseHeldLock(t *testing.T, name string, prepare func(*v1alpha1.RedisLock)) (string, *v1alpha1.RedisLock, *redislock.Lock) {
+	t.Helper()
 	s := redistest.Start(t, redisproc.Options{})
 	ns := namespace(t)
-	rl := redisLock(ns, "retried", v1alpha1.ModeStandalone, s.Addr)
+	rl := redisLock(ns, name, v1alpha1.ModeStandalone, s.Addr)
 	create(t, rl)
 	ctx := context.Background()
-	if _, err := holder(t, "stuck-pod", s).Obtain(ctx, ns+"/retried", time.Minute); err != nil {
+	l, err := holder(t, "stuck-pod", s).Obtain(ctx, ns+"/"+name, time.Minute)
+	if err != nil {
 		t.Fatal(err)
 	}
 	got := waitLock(t, rl, 5*time.Second, "the holder", func(got *v1alpha1.RedisLock) bool { return got.Status.HolderIdentity == "stuck-pod" })
-	errorsBefore := reconcileErrors(t)
-	requests.failNextPatch(rl)
+	prepare(got)
 	got.Annotations = map[string]string{controllers.ForceReleaseAnnotation: "admin"}
 	if err := k8s.Update(ctx, got); err != nil {
 		t.Fatal(err)
@@ -339,12 +342,7 @@ func TestForceReleaseWhoseAnnotationRemovalFailsIsRetried(t *testing.T) {
 		_, still := got.Annotations[controllers.ForceReleaseAnnotation]
 		return got.Status.HolderIdentity == "" && !still
 	})
-	if n := reconcileErrors(t); n < errorsBefore+1 {
-		t.Fatalf("%v reconcile errors, %v before the failed patch; want the failure returned", n, errorsBefore)
-	}
-	if w := writesOf(t, rl); countWrites(w, reqPatch) < 2 {
-		t.Fatalf("writes %q; want the failed patch, then one that removed the annotation", w)
-	}
+	return ns, rl, l
 }
 
 // reconcileErrors reads controller_runtime_reconcile_errors_total of the
