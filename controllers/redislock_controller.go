@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/csaupgrade"
@@ -76,8 +77,9 @@ type RedisLockReconciler struct {
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile reads one RedisLock's lock from Redis and updates its status
-// when something visible changed.
-func (r *RedisLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+// when something visible changed. It changes only its copy of the object,
+// which one deferred write stores (see write), as cluster-api does.
+func (r *RedisLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, reterr error) {
 	log := logf.FromContext(ctx)
 	var rl v1alpha1.RedisLock
 	if err := r.Get(ctx, req.NamespacedName, &rl); err != nil {
@@ -88,21 +90,21 @@ func (r *RedisLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		}
 		return ctrl.Result{}, fmt.Errorf("get redislock: %w", err)
 	}
+	before := rl.DeepCopy()
+	defer func() {
+		if err := r.write(ctx, before, &rl); err != nil {
+			res, reterr = ctrl.Result{}, kerrors.NewAggregate([]error{reterr, err})
+		}
+	}()
 	if !rl.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.finalize(ctx, &rl)
 	}
-	if want := rl.Spec.DeletionPolicy == v1alpha1.DeletionRelease; want != controllerutil.ContainsFinalizer(&rl, Finalizer) {
-		if want {
-			controllerutil.AddFinalizer(&rl, Finalizer)
-		} else {
-			controllerutil.RemoveFinalizer(&rl, Finalizer)
-		}
-		if err := r.Update(ctx, &rl); err != nil {
-			return ctrl.Result{}, fmt.Errorf("update finalizers: %w", err)
-		}
+	if rl.Spec.DeletionPolicy == v1alpha1.DeletionRelease {
+		controllerutil.AddFinalizer(&rl, Finalizer)
+	} else {
+		controllerutil.RemoveFinalizer(&rl, Finalizer)
 	}
 
-	before := rl.DeepCopy()
 	t := redisconn.Timing(&rl)
 	rl.Status.EffectiveTiming = &v1alpha1.EffectiveTiming{
 		TTL: metav1.Duration{Duration: t.TTL}, RenewInterval: metav1.Duration{Duration: t.RenewInterval}, RenewDeadline: metav1.Duration{Duration: t.RenewDeadline},
@@ -114,15 +116,14 @@ func (r *RedisLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 			r.Recorder.Eventf(&rl, nil, corev1.EventTypeWarning, EventInvalidSpec, "Connect", "%v", err)
 			log.Info("cannot use spec", "reason", reasonFor(err), "error", err.Error())
 		}
-		return r.writeStatus(ctx, &rl, before, ctrl.Result{RequeueAfter: r.Resync})
+		observed(&rl)
+		return ctrl.Result{RequeueAfter: r.Resync}, nil
 	}
 	name := redisconn.LockName(&rl)
 	if _, ok := rl.Annotations[ForceReleaseAnnotation]; ok {
 		if err := r.forceRelease(ctx, &rl, lc, name); err != nil {
 			return ctrl.Result{}, err
 		}
-		before = rl.DeepCopy() // the same status, at the new resourceVersion
-
 	}
 
 	evictionErr := r.checkEviction(ctx, &rl, before)
@@ -148,6 +149,7 @@ func (r *RedisLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 			log.Info("Redis unreachable", "error", err.Error())
 		}
 	}
+	observed(&rl)
 	// Look again when the holder's key would expire, in case it crashed:
 	// expiry sends no message. While Redis is unreachable, look again
 	// every Resync at the latest (not with the controller's error backoff,
@@ -160,7 +162,7 @@ func (r *RedisLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	case h.Identity != "" && h.FreeIn > 0 && h.FreeIn < next:
 		next = h.FreeIn + 10*time.Millisecond
 	}
-	return r.writeStatus(ctx, &rl, before, ctrl.Result{RequeueAfter: next})
+	return ctrl.Result{RequeueAfter: next}, nil
 }
 
 // checkEviction sets the EvictionSafe condition from the nodes' memory
@@ -207,33 +209,62 @@ func (r *RedisLockReconciler) lockClient(ctx context.Context, rl *v1alpha1.Redis
 	return lc, nil
 }
 
-// writeStatus applies the status if it differs from before, and returns
-// res. It uses server-side apply of the whole status, owned by the
-// controller: no conflict with other writers of the object, and no
-// lost update from a stale cache, as a merge patch against it would risk.
-func (r *RedisLockReconciler) writeStatus(ctx context.Context, rl, before *v1alpha1.RedisLock, res ctrl.Result) (ctrl.Result, error) {
+// observed records in rl that the reconcile saw its generation through,
+// and sets the Ready metric from its status.
+func observed(rl *v1alpha1.RedisLock) {
 	rl.Status.ObservedGeneration = rl.Generation
 	setReadyMetric(rl.Namespace, rl.Name, meta.FindStatusCondition(rl.Status.Conditions, v1alpha1.ConditionReady))
-	if equality.Semantic.DeepEqual(before.Status, rl.Status) {
-		return res, nil
+}
+
+// write stores what a reconcile changed in rl since before, the object as
+// read, making no request for a part that did not change: first the
+// metadata (finalizers, annotations) as one merge patch that fails if the
+// object changed since it was read, so that a finalizer another writer
+// added in between is not lost; then the status by applyStatus. It tries
+// both and returns both errors.
+func (r *RedisLockReconciler) write(ctx context.Context, before, rl *v1alpha1.RedisLock) error {
+	var errs []error
+	latest := rl // the newest resourceVersion and managedFields known
+	if !equality.Semantic.DeepEqual(before.ObjectMeta, rl.ObjectMeta) {
+		// A copy with the status as read: the response, which carries the
+		// stored status, must not overwrite the status still to apply.
+		m := before.DeepCopy()
+		m.ObjectMeta = *rl.ObjectMeta.DeepCopy()
+		if err := r.Patch(ctx, m, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+			errs = append(errs, fmt.Errorf("patch metadata: %w", err))
+		} else {
+			latest = m
+		}
 	}
+	if !equality.Semantic.DeepEqual(before.Status, rl.Status) {
+		if err := r.applyStatus(ctx, rl.Status, latest); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return kerrors.NewAggregate(errs)
+}
+
+// applyStatus applies status as the whole status of rl, owned by the
+// controller: no conflict with other writers of the object, and no lost
+// update from a stale cache, as a merge patch against it would risk.
+func (r *RedisLockReconciler) applyStatus(ctx context.Context, status v1alpha1.RedisLockStatus, rl *v1alpha1.RedisLock) error {
 	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&v1alpha1.RedisLock{
 		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "RedisLock"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: rl.Namespace, Name: rl.Name},
-		Status:     rl.Status,
+		Status:     status,
 	})
 	if err != nil {
-		return ctrl.Result{}, fmt.Errorf("status to apply: %w", err)
+		return fmt.Errorf("status to apply: %w", err)
 	}
 	delete(u, "spec")
 	if err := r.adoptStatus(ctx, rl); err != nil {
-		return ctrl.Result{}, fmt.Errorf("take over status fields written by update: %w", err)
+		return fmt.Errorf("take over status fields written by update: %w", err)
 	}
 	apply := client.ApplyConfigurationFromUnstructured(&unstructured.Unstructured{Object: u})
 	if err := r.Status().Apply(ctx, apply, client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
-		return ctrl.Result{}, fmt.Errorf("apply status: %w", err)
+		return fmt.Errorf("apply status: %w", err)
 	}
-	return res, nil
+	return nil
 }
 
 // adoptStatus moves to fieldOwner the status fields that an Update wrote
@@ -261,7 +292,8 @@ func (r *RedisLockReconciler) adoptStatus(ctx context.Context, rl *v1alpha1.Redi
 // fieldOwner manages the status fields the controller applies.
 const fieldOwner = "redislock-controller"
 
-// forceRelease frees the lock once and removes the annotation.
+// forceRelease frees the lock once and removes the annotation from rl,
+// for the deferred write to store.
 func (r *RedisLockReconciler) forceRelease(ctx context.Context, rl *v1alpha1.RedisLock, lc *redislock.Client, name string) error {
 	rel, err := lc.ForceRelease(ctx, name, redisconn.Timing(rl).TTL)
 	if err != nil {
@@ -271,17 +303,13 @@ func (r *RedisLockReconciler) forceRelease(ctx context.Context, rl *v1alpha1.Red
 	r.Recorder.Eventf(rl, nil, corev1.EventTypeNormal, EventForceReleased, "ForceRelease",
 		"released lock %q from holder %q as annotation %s asked; the holder steps down at its next renewal, and no one is granted the lock for %v, until the holder's last renewal runs out",
 		name, rel.Identity, ForceReleaseAnnotation, rel.Wait.Round(time.Millisecond))
-	status := rl.Status.DeepCopy()
 	delete(rl.Annotations, ForceReleaseAnnotation)
-	if err := r.Update(ctx, rl); err != nil {
-		return fmt.Errorf("remove %s annotation: %w", ForceReleaseAnnotation, err)
-	}
-	rl.Status = *status
 	return nil
 }
 
 // finalize releases the lock of a RedisLock being deleted with the Release
-// policy, then lets it go.
+// policy, then removes the finalizer from rl, for the deferred write to
+// store, which lets the object go.
 func (r *RedisLockReconciler) finalize(ctx context.Context, rl *v1alpha1.RedisLock) error {
 	if !controllerutil.ContainsFinalizer(rl, Finalizer) {
 		return nil
@@ -300,9 +328,6 @@ func (r *RedisLockReconciler) finalize(ctx context.Context, rl *v1alpha1.RedisLo
 	}
 	r.clients.forget(client.ObjectKeyFromObject(rl))
 	controllerutil.RemoveFinalizer(rl, Finalizer)
-	if err := r.Update(ctx, rl); err != nil {
-		return fmt.Errorf("remove finalizer: %w", err)
-	}
 	return nil
 }
 

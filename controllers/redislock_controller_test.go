@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -68,18 +69,16 @@ func create(t *testing.T, objs ...client.Object) {
 // waitLock polls the RedisLock through the live client until cond holds.
 func waitLock(t *testing.T, rl *v1alpha1.RedisLock, timeout time.Duration, what string, cond func(*v1alpha1.RedisLock) bool) *v1alpha1.RedisLock {
 	t.Helper()
-	var got v1alpha1.RedisLock
-	deadline := time.Now().Add(timeout)
-	for {
-		err := k8s.Get(context.Background(), client.ObjectKeyFromObject(rl), &got)
-		if err == nil && cond(&got) {
-			return &got
+	var got *v1alpha1.RedisLock
+	waitFor(t, timeout, what, func() (bool, any) {
+		got = &v1alpha1.RedisLock{}
+		err := k8s.Get(context.Background(), client.ObjectKeyFromObject(rl), got)
+		if err != nil {
+			return false, err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s; last: %v %+v", timeout, what, err, got.Status)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return cond(got), fmt.Sprintf("annotations %v, finalizers %v, status %+v", got.Annotations, got.Finalizers, got.Status)
+	})
+	return got
 }
 
 func condition(rl *v1alpha1.RedisLock, typ string) metav1.Condition {
@@ -186,11 +185,12 @@ func TestStatusFollowsHolderQuicklyAndOnlyOnChange(t *testing.T) {
 		if i == 19 {
 			// Renewals are invisible: they must not write status.
 			rv := got.ResourceVersion
+			looks := len(requests.reconciles(client.ObjectKeyFromObject(rl)))
 			held, stop, err := l.Watchdog(ctx, 100*time.Millisecond, time.Second)
 			if err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(2 * resync)
+			waitReconciles(t, rl, looks, 2, 3*resync)
 			if err := stop(); err != nil || held.Err() == nil {
 				t.Fatalf("watchdog: %v", err)
 			}
@@ -206,6 +206,12 @@ func TestStatusFollowsHolderQuicklyAndOnlyOnChange(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitLock(t, rl, 5*time.Second, "free after release", func(got *v1alpha1.RedisLock) bool { return got.Status.HolderIdentity == "" })
+	}
+	// Each holder change is one status apply, and nothing else.
+	for _, w := range writesOf(t, rl) {
+		if !slices.Equal(w, []string{reqStatusApply}) {
+			t.Fatalf("a reconcile wrote %q; want only the status applied", w)
+		}
 	}
 	slices.Sort(lags)
 	p99 := lags[len(lags)*99/100]
@@ -280,33 +286,83 @@ func metricSeries(t *testing.T, name string) []series {
 }
 
 func TestForceReleaseAnnotation(t *testing.T) {
-	s := redistest.Start(t, redisproc.Options{})
-	ns := namespace(t)
-	rl := redisLock(ns, "stuck", v1alpha1.ModeStandalone, s.Addr)
-	create(t, rl)
-	ctx := context.Background()
-	l, err := holder(t, "stuck-pod", s).Obtain(ctx, ns+"/stuck", time.Minute)
-	if err != nil {
-		t.Fatal(err)
+	ns, rl, l := forceReleaseHeldLock(t, "stuck", func(*v1alpha1.RedisLock) {})
+	// One reconcile releases, removes the annotation and clears the
+	// holder: one metadata patch, one status apply.
+	w := writesOf(t, rl)
+	i := slices.IndexFunc(w, func(w []string) bool { return slices.Contains(w, reqPatch) })
+	if i < 0 || !slices.Equal(w[i], []string{reqPatch, reqStatusApply}) {
+		t.Fatalf("writes %q; want a reconcile that patched the annotation away, then applied the status", w)
 	}
-	got := waitLock(t, rl, 5*time.Second, "the holder", func(got *v1alpha1.RedisLock) bool { return got.Status.HolderIdentity == "stuck-pod" })
-	got.Annotations = map[string]string{controllers.ForceReleaseAnnotation: "admin"}
-	if err := k8s.Update(ctx, got); err != nil {
-		t.Fatal(err)
-	}
-	waitLock(t, rl, 5*time.Second, "release and annotation removed", func(got *v1alpha1.RedisLock) bool {
-		_, still := got.Annotations[controllers.ForceReleaseAnnotation]
-		return got.Status.HolderIdentity == "" && !still
-	})
-	if err := l.Refresh(ctx); !errors.Is(err, redislock.ErrLockLost) {
+	if err := l.Refresh(context.Background()); !errors.Is(err, redislock.ErrLockLost) {
 		t.Fatalf("holder after force release: %v, want ErrLockLost", err)
 	}
 	waitEvent(t, ns, "stuck", controllers.EventForceReleased)
 }
 
+// When removing the annotation fails, the reconcile returns the error (the
+// controller counts it and retries), and a later reconcile removes it.
+func TestForceReleaseWhoseAnnotationRemovalFailsIsRetried(t *testing.T) {
+	var errorsBefore float64
+	_, rl, _ := forceReleaseHeldLock(t, "retried", func(rl *v1alpha1.RedisLock) {
+		errorsBefore = reconcileErrors(t)
+		requests.failNextPatch(rl)
+	})
+	if n := reconcileErrors(t); n < errorsBefore+1 {
+		t.Fatalf("%v reconcile errors, %v before the failed patch; want the failure returned", n, errorsBefore)
+	}
+	if w := writesOf(t, rl); countWrites(w, reqPatch) < 2 {
+		t.Fatalf("writes %q; want the failed patch, then one that removed the annotation", w)
+	}
+}
+
+// forceReleaseHeldLock creates the RedisLock name on a new Redis, has
+// stuck-pod take its lock, calls prepare once the status shows it, sets
+// the force-release annotation and waits until the controller released
+// the lock and removed the annotation. It returns the namespace, the
+// RedisLock and stuck-pod's lock.
+func forceReleaseHeldLock(t *testing.T, name string, prepare func(*v1alpha1.RedisLock)) (string, *v1alpha1.RedisLock, *redislock.Lock) {
+	t.Helper()
+	s := redistest.Start(t, redisproc.Options{})
+	ns := namespace(t)
+	rl := redisLock(ns, name, v1alpha1.ModeStandalone, s.Addr)
+	create(t, rl)
+	ctx := context.Background()
+	l, err := holder(t, "stuck-pod", s).Obtain(ctx, ns+"/"+name, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := waitLock(t, rl, 5*time.Second, "the holder", func(got *v1alpha1.RedisLock) bool { return got.Status.HolderIdentity == "stuck-pod" })
+	prepare(got)
+	got.Annotations = map[string]string{controllers.ForceReleaseAnnotation: "admin"}
+	if err := k8s.Update(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	waitLock(t, rl, 10*time.Second, "release and annotation removed", func(got *v1alpha1.RedisLock) bool {
+		_, still := got.Annotations[controllers.ForceReleaseAnnotation]
+		return got.Status.HolderIdentity == "" && !still
+	})
+	return ns, rl, l
+}
+
+// reconcileErrors reads controller_runtime_reconcile_errors_total of the
+// redislock controller.
+func reconcileErrors(t *testing.T) float64 {
+	t.Helper()
+	for _, m := range metricSeries(t, "controller_runtime_reconcile_errors_total") {
+		if m.labels["controller"] == "redislock" {
+			return m.value
+		}
+	}
+	return 0
+}
+
 func waitEvent(t *testing.T, ns, name, reason string) {
 	t.Helper()
-	waitFor(t, 5*time.Second, "a "+reason+" event on "+ns+"/"+name, func() bool { return countEvents(t, ns, name, reason) > 0 })
+	waitFor(t, 5*time.Second, "a "+reason+" event on "+ns+"/"+name, func() (bool, any) {
+		n := countEvents(t, ns, name, reason)
+		return n > 0, fmt.Sprintf("%d events", n)
+	})
 }
 
 func TestDeletionPolicy(t *testing.T) {
@@ -325,18 +381,33 @@ func TestDeletionPolicy(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := waitLock(t, rl, 5*time.Second, "the holder", func(got *v1alpha1.RedisLock) bool { return got.Status.HolderIdentity == "pod" })
-			if has := slices.Contains(got.Finalizers, controllers.Finalizer); has != (policy == v1alpha1.DeletionRelease) {
+			release := policy == v1alpha1.DeletionRelease
+			if has := slices.Contains(got.Finalizers, controllers.Finalizer); has != release {
 				t.Fatalf("finalizers %v with policy %s", got.Finalizers, policy)
+			}
+			// The first reconcile adds the finalizer and the status with
+			// one write of each.
+			w0 := writesOf(t, rl)
+			if release && !slices.Equal(w0[0], []string{reqPatch, reqStatusApply}) {
+				t.Fatalf("writes of the first reconcile %q; want the finalizer patched, then the status applied", w0[0])
 			}
 			if err := k8s.Delete(ctx, got); err != nil {
 				t.Fatal(err)
 			}
-			deadline := time.Now().Add(5 * time.Second)
-			for err := k8s.Get(ctx, client.ObjectKeyFromObject(rl), got); !apierrors.IsNotFound(err); err = k8s.Get(ctx, client.ObjectKeyFromObject(rl), got) {
-				if time.Now().After(deadline) {
-					t.Fatalf("RedisLock not gone: %v", err)
-				}
-				time.Sleep(10 * time.Millisecond)
+			waitFor(t, 5*time.Second, "the RedisLock gone", func() (bool, any) {
+				err := k8s.Get(ctx, client.ObjectKeyFromObject(rl), &v1alpha1.RedisLock{})
+				return apierrors.IsNotFound(err), err
+			})
+			// Finalizing patches the finalizer away and writes nothing else.
+			// A reconcile that reads the object from a cache that has not
+			// yet seen it go finalizes again; its patch then fails.
+			w := writesOf(t, rl)
+			if !release && countWrites(w, reqPatch) != 0 {
+				t.Fatalf("writes %q with Retain; want no metadata patch", w)
+			}
+			deleting := w[len(w0):]
+			if release && len(deleting) == 0 || slices.ContainsFunc(deleting, func(w []string) bool { return !slices.Equal(w, []string{reqPatch}) }) {
+				t.Fatalf("writes after the delete %q; want the finalizer patched away, and nothing else", deleting)
 			}
 			n, err := rc.Exists(ctx, "redislock:{"+ns+"/"+name+"}").Result()
 			if err != nil {
@@ -420,14 +491,25 @@ func TestRedisClientsClosedWhenUnused(t *testing.T) {
 	s := redistest.Start(t, redisproc.Options{})
 	ns := namespace(t)
 	ctx := context.Background()
-	rc := s.Client()
+	const observer = "test-observer"
+	rc := redis.NewClient(&redis.Options{Addr: s.Addr, ClientName: observer})
 	defer func() { _ = rc.Close() }()
-	others := func() int {
+	// controllerConns lists the IDs of the server's connections but this
+	// test's own: the controller's, as CLIENT LIST shows them.
+	controllerConns := func() []string {
 		list, err := rc.ClientList(ctx).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
-		return strings.Count(list, "\n") - 1 // all but this client
+		var ids []string
+		for line := range strings.Lines(list) {
+			fields := strings.Fields(line)
+			if len(fields) == 0 || slices.Contains(fields, "name="+observer) {
+				continue
+			}
+			ids = append(ids, strings.TrimPrefix(fields[0], "id="))
+		}
+		return ids
 	}
 	a := redisLock(ns, "a", v1alpha1.ModeStandalone, s.Addr)
 	b := redisLock(ns, "b", v1alpha1.ModeStandalone, s.Addr)
@@ -435,28 +517,54 @@ func TestRedisClientsClosedWhenUnused(t *testing.T) {
 	for _, rl := range []*v1alpha1.RedisLock{a, b} {
 		waitLock(t, rl, 5*time.Second, "Ready", isCond(v1alpha1.ConditionReady, metav1.ConditionTrue, controllers.ReasonReady))
 	}
-	shared := others()
-	if shared == 0 {
+	shared := controllerConns()
+	if len(shared) == 0 {
 		t.Fatal("no controller connection to Redis while two RedisLocks use it")
 	}
 	if err := k8s.Delete(ctx, a); err != nil {
 		t.Fatal(err)
 	}
-	// b still uses the clients: they stay open.
-	time.Sleep(200 * time.Millisecond)
-	if n := others(); n == 0 {
-		t.Fatal("clients closed while b still uses them")
+	// The controller drops a's metrics right after it lets go of a's
+	// clients; b still uses them, so every one stays open, not reopened.
+	waitFor(t, 10*time.Second, "the controller to drop a's metrics", func() (bool, any) {
+		n := len(metricSeriesOf(t, ns, "a"))
+		return n == 0, fmt.Sprintf("%d series of a", n)
+	})
+	if now := controllerConns(); !isSubset(shared, now) {
+		t.Fatalf("controller connections %v after a went, %v before; want every one kept open for b", now, shared)
 	}
 	if err := k8s.Delete(ctx, b); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for others() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d controller connections left after both RedisLocks went", others())
+	waitFor(t, 10*time.Second, "every controller connection closed after both RedisLocks went", func() (bool, any) {
+		ids := controllerConns()
+		return len(ids) == 0, fmt.Sprintf("connections %v", ids)
+	})
+}
+
+// isSubset reports whether every element of sub is in set.
+func isSubset(sub, set []string) bool {
+	for _, e := range sub {
+		if !slices.Contains(set, e) {
+			return false
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
+	return true
+}
+
+// metricSeriesOf returns every series of the controller's metrics that
+// belongs to the RedisLock ns/name.
+func metricSeriesOf(t *testing.T, ns, name string) []series {
+	t.Helper()
+	var out []series
+	for _, metric := range []string{"redislock_ready", "redislock_eviction_risk", "redislock_holder_info"} {
+		for _, m := range metricSeries(t, metric) {
+			if m.labels["namespace"] == ns && m.labels["name"] == name {
+				out = append(out, m)
+			}
+		}
+	}
+	return out
 }
 
 // The spec's Sentinel and Cluster modes reach Redis the way go-redis users
@@ -551,7 +659,10 @@ func TestOutageIsReportedOnceAndStatusRecoversWithinAResync(t *testing.T) {
 	// Many looks later (one every 4 renewIntervals, 800ms), still one
 	// event: a lasting fault is told once.
 	before := redisErrors(t, ns, "outage")
-	waitFor(t, 10*time.Second, "the controller to look again three times", func() bool { return redisErrors(t, ns, "outage") >= before+3 })
+	waitFor(t, 10*time.Second, "the controller to look again three times", func() (bool, any) {
+		n := redisErrors(t, ns, "outage")
+		return n >= before+3, fmt.Sprintf("%v errors counted, %v before", n, before)
+	})
 	if n := countEvents(t, ns, "outage", controllers.EventRedisUnreachable); n != 1 {
 		t.Fatalf("%d RedisUnreachable events for one outage; want 1", n)
 	}
@@ -641,15 +752,19 @@ func TestStatusShowsOnlyAMajorityHolderAndFlagsKeysThatNeverExpire(t *testing.T)
 	}
 }
 
-// waitFor polls cond every 20ms until it holds, failing t after timeout.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+// waitFor polls cond, at once and then every 20ms, until it holds,
+// failing t after timeout with what it awaited and the value cond last
+// saw (its second result).
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, any)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var last any
+	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		var ok bool
+		ok, last = cond()
+		return ok, nil
+	})
+	if err != nil {
+		t.Fatalf("timed out after %v waiting for %s; last seen: %v", timeout, what, last)
 	}
 }
 
@@ -764,7 +879,10 @@ func TestUndecodableDurationStopsNothing(t *testing.T) {
 		"spec":     map[string]any{"ttl": "1d", "redis": map[string]any{"addrs": []any{s.Addr}}},
 	}}
 	// The loosened schema takes a moment to be served.
-	waitFor(t, 10*time.Second, "the loosened CRD to store ttl 1d", func() bool { return k8s.Create(ctx, bad.DeepCopy()) == nil })
+	waitFor(t, 10*time.Second, "the loosened CRD to store ttl 1d", func() (bool, any) {
+		err := k8s.Create(ctx, bad.DeepCopy())
+		return err == nil, err
+	})
 	restore()
 	good := redisLock(ns, "good", v1alpha1.ModeStandalone, s.Addr)
 	create(t, good)

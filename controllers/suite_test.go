@@ -44,7 +44,7 @@ func run(m *testing.M, cfg *rest.Config) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	r := &controllers.RedisLockReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("redislock-controller"), Resync: resync}
+	r := &controllers.RedisLockReconciler{Client: recordingClient{mgr.GetClient()}, Recorder: mgr.GetEventRecorder("redislock-controller"), Resync: resync}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return 0, err
 	}

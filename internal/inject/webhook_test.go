@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -88,16 +89,21 @@ func startWebhook(ctx context.Context, cfg *rest.Config, o *envtest.WebhookInsta
 	mgr.GetWebhookServer().Register(inject.Path, &webhook.Admission{Handler: wh})
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
-	deadline := time.Now().Add(30 * time.Second)
-	for mgr.GetWebhookServer().StartedChecker()(nil) != nil {
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("webhook server did not start within 30s")
-		}
+	var notStarted error
+	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		select {
 		case err := <-done:
-			return nil, fmt.Errorf("manager stopped: %w", err)
-		case <-time.After(20 * time.Millisecond):
+			return false, fmt.Errorf("manager stopped: %w", err)
+		default:
 		}
+		notStarted = mgr.GetWebhookServer().StartedChecker()(nil)
+		return notStarted == nil, nil
+	})
+	if wait.Interrupted(err) {
+		return nil, fmt.Errorf("webhook server did not start within 30s: %w", notStarted)
+	}
+	if err != nil {
+		return nil, err
 	}
 	return done, nil
 }

@@ -42,6 +42,20 @@
 // files may differ for up to Options.CheckInterval after a renewal (both
 // certificates are valid and trusted then).
 //
+// # Why not open-policy-agent/cert-controller
+//
+// cert-controller's rotator, the common library for this job, replaces
+// ca.crt with a new CA when the old one is near its end and sets every
+// caBundle to the current ca.crt alone: from then on the API server
+// rejects every replica still serving a certificate signed by the old CA,
+// until that replica's files catch up (its RestartOnSecretRefresh option
+// restarts the pod to shorten the gap). This Manager keeps the replaced CA
+// in the bundle until it expires, so no admission call fails during a
+// rotation; that overlap is why it stays. Switching would need
+// cert-controller to keep the old CA in the bundle, and would bring its
+// dependencies (github.com/pkg/errors, go.uber.org/atomic) and its
+// namespaced cache of Secrets.
+//
 // # Use
 //
 // Call [Manager.Ensure] once before the controller-runtime manager starts,

@@ -43,7 +43,7 @@ func TestFirstEnsureCreatesSecretFilesAndCABundle(t *testing.T) {
 	if string(bundle) != string(s.Data["ca.crt"]) {
 		t.Error("caBundle is not the secret's CA")
 	}
-	verify(t, crt, bundle, clk.now())
+	verify(t, crt, bundle, clk.Now())
 
 	// The documented default lifetimes, backdated by an hour.
 	for _, c := range []struct {
@@ -116,7 +116,7 @@ func TestEnsureRepairsGarbageServingCert(t *testing.T) {
 	if string(crt) != string(s.Data["tls.crt"]) {
 		t.Error("tls.crt differs from the secret")
 	}
-	verify(t, crt, bundleOf(t, o), clk.now())
+	verify(t, crt, bundleOf(t, o), clk.Now())
 }
 
 func TestReplicasRacingConvergeOnOneCertificate(t *testing.T) {
@@ -159,7 +159,7 @@ func TestReplicasRacingConvergeOnOneCertificate(t *testing.T) {
 					t.Errorf("replica %d's files differ from the secret", i)
 				}
 			}
-			verify(t, s.Data["tls.crt"], bundleOf(t, o), clk.now())
+			verify(t, s.Data["tls.crt"], bundleOf(t, o), clk.Now())
 		})
 	}
 }

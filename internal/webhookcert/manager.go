@@ -61,13 +61,13 @@ func (m *Manager) Ensure(ctx context.Context) error {
 // failures and never returns because of one. It makes Manager a
 // controller-runtime manager.Runnable.
 func (m *Manager) Start(ctx context.Context) error {
-	timer := time.NewTimer(0)
+	timer := m.o.Clock.NewTimer(0)
 	defer timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-timer.C:
+		case <-timer.C():
 		}
 		next := m.o.CheckInterval
 		if err := m.Ensure(ctx); err != nil && ctx.Err() == nil {

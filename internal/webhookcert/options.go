@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/utils/clock"
 )
 
 // Defaults for the Options durations left zero.
@@ -51,8 +52,8 @@ type Options struct {
 	CheckInterval time.Duration
 
 	// Clock tells the time that certificates are issued and checked
-	// against: time.Now if nil.
-	Clock func() time.Time
+	// against, and times Start's passes: the real clock if nil.
+	Clock clock.Clock
 
 	// Logger receives a line for every write and every failed pass of
 	// Start; the zero Logger discards them.
@@ -72,7 +73,7 @@ func (o Options) complete() (Options, error) {
 		o.CheckInterval = defaultCheckInterval
 	}
 	if o.Clock == nil {
-		o.Clock = time.Now
+		o.Clock = clock.RealClock{}
 	}
 	var broken string
 	switch {

@@ -18,13 +18,13 @@ func TestServingCertRenewedAtTwoThirdsOfItsLifeUnderTheSameCA(t *testing.T) {
 	ensure(t, m)
 	first := getSecret(t, o).Data
 
-	clk.advance(certValidity*2/3 - time.Minute)
+	clk.Step(certValidity*2/3 - time.Minute)
 	ensure(t, m)
 	if string(readFile(t, o, "tls.crt")) != string(first["tls.crt"]) {
 		t.Fatal("serving certificate renewed before two thirds of its life")
 	}
 
-	clk.advance(2 * time.Minute)
+	clk.Step(2 * time.Minute)
 	ensure(t, m)
 	s := getSecret(t, o)
 	crt := readFile(t, o, "tls.crt")
@@ -34,7 +34,7 @@ func TestServingCertRenewedAtTwoThirdsOfItsLifeUnderTheSameCA(t *testing.T) {
 	if string(s.Data["ca.crt"]) != string(first["ca.crt"]) {
 		t.Error("the CA was replaced with the serving certificate")
 	}
-	verify(t, crt, bundleOf(t, o), clk.now())
+	verify(t, crt, bundleOf(t, o), clk.Now())
 }
 
 func TestCARotationKeepsTheOldCATrustedUntilItExpires(t *testing.T) {
@@ -47,14 +47,14 @@ func TestCARotationKeepsTheOldCATrustedUntilItExpires(t *testing.T) {
 
 	// Just before the CA is due, the last certificate it signs: what a
 	// replica that has not seen the rotation yet still serves.
-	clk.advance(caValidity*2/3 - time.Minute)
+	clk.Step(caValidity*2/3 - time.Minute)
 	ensure(t, m)
 	if ca := getSecret(t, o).Data["ca.crt"]; string(ca) != string(oldCA) {
 		t.Fatal("CA replaced before two thirds of its life")
 	}
 	oldCert := readFile(t, o, "tls.crt")
 
-	clk.advance(2 * time.Minute)
+	clk.Step(2 * time.Minute)
 	ensure(t, m)
 	s := getSecret(t, o)
 	if string(s.Data["ca.crt"]) == string(oldCA) {
@@ -68,17 +68,17 @@ func TestCARotationKeepsTheOldCATrustedUntilItExpires(t *testing.T) {
 		t.Errorf("caBundle holds %d certificates, want the new CA then the old one", len(parseCerts(t, bundle)))
 	}
 	newCert := readFile(t, o, "tls.crt")
-	verify(t, newCert, bundle, clk.now())
-	verify(t, oldCert, bundle, clk.now())
-	verify(t, newCert, s.Data["ca.crt"], clk.now())
+	verify(t, newCert, bundle, clk.Now())
+	verify(t, oldCert, bundle, clk.Now())
+	verify(t, newCert, s.Data["ca.crt"], clk.Now())
 
 	// The old CA stays in the bundle until it expires, not a pass longer.
-	clk.advance(caValidity/3 - 2*time.Minute)
+	clk.Step(caValidity/3 - 2*time.Minute)
 	ensure(t, m)
 	if got := len(parseCerts(t, bundleOf(t, o))); got != 2 {
 		t.Errorf("caBundle holds %d certificates just before the old CA expires, want 2", got)
 	}
-	clk.advance(2 * time.Minute)
+	clk.Step(2 * time.Minute)
 	ensure(t, m)
 	s = getSecret(t, o)
 	if _, ok := s.Data["ca-previous.crt"]; ok {
@@ -87,5 +87,5 @@ func TestCARotationKeepsTheOldCATrustedUntilItExpires(t *testing.T) {
 	if bundle := bundleOf(t, o); string(bundle) != string(s.Data["ca.crt"]) {
 		t.Errorf("caBundle holds %d certificates after the old CA expired, want the current CA only", len(parseCerts(t, bundle)))
 	}
-	verify(t, readFile(t, o, "tls.crt"), bundleOf(t, o), clk.now())
+	verify(t, readFile(t, o, "tls.crt"), bundleOf(t, o), clk.Now())
 }

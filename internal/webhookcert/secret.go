@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -21,22 +23,19 @@ const (
 	previousCAKey = "ca-previous.crt"
 )
 
-// maxPasses bounds how often a read-modify-write is retried after losing
+// racePasses bounds how often a read-modify-write is retried after losing
 // a race: the retry re-reads what the winner stored and then has nothing
 // left to write, so a second pass is almost always the last.
-const maxPasses = 3
+var racePasses = wait.Backoff{Steps: 3, Duration: 10 * time.Millisecond, Factor: 1, Jitter: 0.1}
 
 // retryRaces runs pass until it no longer fails because another writer
-// got there first, at most maxPasses times.
+// got there first (a Create that finds the object, an Update of a stale
+// read), at most racePasses.Steps times, and returns its last error.
 func retryRaces(pass func() error) error {
-	var err error
-	for range maxPasses {
-		if err = pass(); !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {
-			return err
-		}
-	}
-	return err
+	return retry.OnError(racePasses, lostRace, pass)
 }
+
+func lostRace(err error) bool { return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) }
 
 // ensureSecret makes the Secret hold a CA and serving certificate that need
 // nothing done, and returns its data.
@@ -59,7 +58,7 @@ func (m *Manager) syncSecret(ctx context.Context) (map[string][]byte, error) {
 	if !found && !apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("get secret %s: %w", key, err)
 	}
-	want, err := m.desired(s.Data, m.o.Clock())
+	want, err := m.desired(s.Data, m.o.Clock.Now())
 	if err != nil {
 		return nil, err
 	}

@@ -14,12 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 )
 
 func TestServesTLSTrustedThroughCABundleAndReloadsRenewals(t *testing.T) {
-	o := newFixture(t, newClock())
-	o.Clock = time.Now // the HTTPS client checks against the real time
+	o := newFixture(t, clock.RealClock{}) // the HTTPS client checks against the real time
 	ensure(t, newManager(t, o))
 
 	// controller-runtime's webhook server serves through a CertWatcher.

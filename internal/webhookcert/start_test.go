@@ -7,11 +7,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 func TestStartEnsuresOnATimerThroughErrorsUntilCancelled(t *testing.T) {
-	o := newFixture(t, newClock())
+	o := newFixture(t, clock.RealClock{}) // Start's timer runs on it
 	o.WebhookConfigName += "-created-later"
 	o.CheckInterval = 50 * time.Millisecond
 	m := newManager(t, o)

@@ -14,7 +14,10 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+	testingclock "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -46,8 +49,8 @@ var fixtures atomic.Int64
 
 // newFixture creates a MutatingWebhookConfiguration with two webhooks and
 // returns Options naming it, a Secret no other test uses and an empty
-// CertDir, with the clock at clk.
-func newFixture(t *testing.T, clk *clock) webhookcert.Options {
+// CertDir, with the clock clk.
+func newFixture(t *testing.T, clk clock.Clock) webhookcert.Options {
 	t.Helper()
 	name := fmt.Sprintf("webhookcert-%d", fixtures.Add(1))
 	createWebhookConfig(t, name)
@@ -56,7 +59,7 @@ func newFixture(t *testing.T, clk *clock) webhookcert.Options {
 	})
 	return webhookcert.Options{
 		Namespace: namespace, SecretName: name, WebhookConfigName: name,
-		Hosts: hosts, CertDir: t.TempDir(), Clock: clk.now,
+		Hosts: hosts, CertDir: t.TempDir(), Clock: clk,
 	}
 }
 
@@ -84,12 +87,9 @@ func createWebhookConfig(t *testing.T, name string) {
 	t.Cleanup(func() { _ = k8s.Delete(context.Background(), cfg) })
 }
 
-// clock is a settable Options.Clock; tests move it between passes only.
-type clock struct{ t time.Time }
-
-func newClock() *clock                   { return &clock{t: time.Now()} }
-func (c *clock) now() time.Time          { return c.t }
-func (c *clock) advance(d time.Duration) { c.t = c.t.Add(d) }
+// newClock returns a clock at the current time that moves only when a
+// test steps it, which tests do between passes only.
+func newClock() *testingclock.FakeClock { return testingclock.NewFakeClock(time.Now()) }
 
 func newManager(t *testing.T, o webhookcert.Options) *webhookcert.Manager {
 	t.Helper()
@@ -178,21 +178,17 @@ func verify(t *testing.T, certPEM, bundle []byte, at time.Time) {
 	}
 }
 
-// eventually calls cond until it returns nil, failing the test with its
-// last error if that takes longer than timeout.
+// eventually calls cond, at once and then every 20ms, until it returns
+// nil, failing the test with its last error if that takes longer than
+// timeout.
 func eventually(t *testing.T, timeout time.Duration, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %v", timeout, err)
-		}
-		<-tick.C
+	var last error
+	err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		last = cond()
+		return last == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("not within %v: %v", timeout, last)
 	}
 }
