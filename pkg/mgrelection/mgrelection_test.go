@@ -3,6 +3,10 @@ package mgrelection_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	testingclock "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -20,7 +25,9 @@ import (
 	"github.com/redislock/redislock/internal/redisproc"
 	"github.com/redislock/redislock/internal/redistest"
 	"github.com/redislock/redislock/internal/testenv"
+	"github.com/redislock/redislock/pkg/election"
 	"github.com/redislock/redislock/pkg/mgrelection"
+	"github.com/redislock/redislock/pkg/redislock"
 )
 
 var (
@@ -143,4 +150,147 @@ func TestForRedisLockSetsManagerOptions(t *testing.T) {
 	if err := e.Lock.Update(ctx, resourcelock.LeaderElectionRecord{}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// The write gate on the real API server: while the Lock leads, writes
+// pass; from the instant its deadline passes (on the injected clock,
+// though Redis still holds the key), every write is refused before it is
+// sent, and reads pass.
+func TestGateRefusesWritesOnceTheDeadlinePasses(t *testing.T) {
+	s := redistest.Start(t, redisproc.Options{})
+	clk := testingclock.NewFakeClock(time.Unix(1_000_000, 0))
+	lc, err := redislock.New(redistest.Clients(t, s), &redislock.Options{AssumeDurable: true, Identity: "a", Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock, err := election.NewLock(lc, "gated", 10*time.Second, election.LockOptions{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gated, err := client.New(lock.Gate(cfg), client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	cm := func(name string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}}
+	}
+	exists := func(name string) bool {
+		err := k8s.Get(ctx, client.ObjectKey{Namespace: "default", Name: name}, &corev1.ConfigMap{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+		return err == nil
+	}
+	refused := func(what string, err error) {
+		t.Helper()
+		if !election.IsNotLeading(err) || !apierrors.IsConflict(err) || !strings.Contains(err.Error(), "does not hold the lock") {
+			t.Fatalf("%s: %v; want the gate's Conflict saying leadership is not held", what, err)
+		}
+	}
+	refused("create before leading", gated.Create(ctx, cm("gate-early")))
+	if exists("gate-early") {
+		t.Fatal("a refused create reached the API server")
+	}
+	if err := lock.Create(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := gated.Create(ctx, cm("gate-leading")); err != nil {
+		t.Fatalf("create while leading: %v", err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), cm("gate-leading")) })
+	// The lock's local deadline: ttl less the drift allowance.
+	clk.Step(10*time.Second - 100*time.Millisecond - 2*time.Millisecond)
+	refused("create at the deadline", gated.Create(ctx, cm("gate-late")))
+	refused("delete at the deadline", gated.Delete(ctx, cm("gate-leading")))
+	if exists("gate-late") || !exists("gate-leading") {
+		t.Fatal("a refused write reached the API server")
+	}
+	var list corev1.ConfigMapList
+	if err := gated.List(ctx, &list, client.InNamespace("default")); err != nil {
+		t.Fatalf("list after the deadline: %v; reads pass", err)
+	}
+	if err := gated.Get(ctx, client.ObjectKey{Namespace: "default", Name: "gate-leading"}, &corev1.ConfigMap{}); err != nil {
+		t.Fatalf("get after the deadline: %v; reads pass", err)
+	}
+}
+
+// BenchmarkGate compares a write with and without the gate, in 10
+// interleaved rounds (each runs every variant once, so that drift in the
+// machine's load cancels), and logs the median per-round ratio of gated to
+// ungated time: "apiserver" is a dry-run create on the real API server,
+// "roundtrip" the gate alone, in front of a transport that answers at once.
+// Run: go test -run '^$' -bench Gate -benchtime 2000x -v ./pkg/mgrelection.
+func BenchmarkGate(b *testing.B) {
+	s := redistest.Start(b, redisproc.Options{})
+	lc, err := redislock.New(redistest.Clients(b, s), &redislock.Options{AssumeDurable: true, Identity: "a"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	lock, err := election.NewLock(lc, "bench", time.Hour, election.LockOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := lock.Create(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: "a"}); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = lock.Update(ctx, resourcelock.LeaderElectionRecord{}) }()
+	write := map[bool]func() error{}
+	roundTrip := map[bool]func() error{}
+	for _, gated := range []bool{false, true} {
+		c, rt := cfg, http.RoundTripper(answer{})
+		if gated {
+			c = lock.Gate(cfg)
+			rt = lock.Gate(&rest.Config{}).WrapTransport(rt)
+		}
+		kc, err := client.New(c, client.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		write[gated] = func() error {
+			return kc.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "bench"}}, client.DryRunAll)
+		}
+		roundTrip[gated] = func() error {
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://x/api/v1/namespaces/default/configmaps", http.NoBody)
+			if err == nil {
+				_, err = rt.RoundTrip(req)
+			}
+			return err
+		}
+	}
+	ratios, extra := map[string][]float64{}, map[string][]float64{}
+	for round := range 10 {
+		for _, v := range []struct {
+			name string
+			op   map[bool]func() error
+		}{{"apiserver", write}, {"roundtrip", roundTrip}} {
+			var perOp [2]float64
+			for i, gated := range []bool{false, true} {
+				b.Run(fmt.Sprintf("%s/gated=%v/round=%d", v.name, gated, round), func(b *testing.B) {
+					for b.Loop() {
+						if err := v.op[gated](); err != nil {
+							b.Fatal(err)
+						}
+					}
+					perOp[i] = float64(b.Elapsed()) / float64(b.N)
+				})
+			}
+			ratios[v.name] = append(ratios[v.name], perOp[1]/perOp[0])
+			extra[v.name] = append(extra[v.name], perOp[1]-perOp[0])
+		}
+	}
+	for _, name := range []string{"apiserver", "roundtrip"} {
+		r, d := ratios[name], extra[name]
+		slices.Sort(r)
+		slices.Sort(d)
+		b.Logf("%-9s gated/ungated time per write: median %.3f (range %.3f-%.3f), gated minus ungated: median %.0f ns, over %d rounds", name, r[len(r)/2], r[0], r[len(r)-1], d[len(d)/2], len(r))
+	}
+}
+
+// answer is a transport that answers 201 at once.
+type answer struct{}
+
+func (answer) RoundTrip(req *http.Request) (*http.Response, error) {
+	return &http.Response{StatusCode: http.StatusCreated, Body: http.NoBody, Request: req}, nil
 }
