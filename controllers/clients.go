@@ -23,6 +23,7 @@ import (
 // the clients when the last RedisLock using them stops.
 type clientCache struct {
 	log     logr.Logger
+	clock   clock.Clock
 	changed chan<- event.GenericEvent
 
 	mu      sync.Mutex
@@ -48,8 +49,8 @@ type cacheEntry struct {
 	byLock     map[string]map[types.NamespacedName]bool // lock name -> RedisLocks
 }
 
-func newClientCache(log logr.Logger, changed chan<- event.GenericEvent) *clientCache {
-	return &clientCache{log: log, changed: changed, entries: map[string]*cacheEntry{}, users: map[types.NamespacedName]use{}}
+func newClientCache(log logr.Logger, clk clock.Clock, changed chan<- event.GenericEvent) *clientCache {
+	return &clientCache{log: log, clock: clk, changed: changed, entries: map[string]*cacheEntry{}, users: map[types.NamespacedName]use{}}
 }
 
 // get returns the lock client for cfg and records that nn watches lock.
@@ -88,14 +89,14 @@ func (c *clientCache) evictionRisk(ctx context.Context, nn types.NamespacedName,
 		c.mu.Unlock()
 		return nil
 	}
-	if time.Since(e.evictionAt) < every {
+	if c.clock.Since(e.evictionAt) < every {
 		defer c.mu.Unlock()
 		return e.eviction
 	}
 	c.mu.Unlock()
 	err := e.lc.CheckEviction(ctx)
 	c.mu.Lock()
-	e.eviction, e.evictionAt = err, time.Now()
+	e.eviction, e.evictionAt = err, c.clock.Now()
 	c.mu.Unlock()
 	return err
 }
@@ -168,7 +169,7 @@ func (c *clientCache) open(ctx context.Context, cfg redisconn.Config) (*cacheEnt
 		e.wg.Add(1)
 		go func() {
 			defer e.wg.Done()
-			lockevents.Keeper{Clock: clock.RealClock{}, Log: c.log}.Keep(listen, sub, func(ctx context.Context) error { return sub.PSubscribe(ctx, lockevents.Pattern) },
+			lockevents.Keeper{Clock: c.clock, Log: c.log}.Keep(listen, sub, func(ctx context.Context) error { return sub.PSubscribe(ctx, lockevents.Pattern) },
 				func(msg *redis.Message) { c.notify(e, msg.Channel) })
 		}()
 	}

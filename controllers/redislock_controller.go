@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/csaupgrade"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -62,10 +63,17 @@ type RedisLockReconciler struct {
 	// Resync is the longest time between two inspections of a lock.
 	// Default: 30s.
 	Resync time.Duration
-	// SecretReader reads the Secrets RedisLocks name. Default: the
-	// manager's uncached APIReader, so that the controller watches only
-	// the metadata of Secrets and never caches their data cluster-wide.
-	SecretReader client.Reader
+	// APIReader reads from the API server, uncached: the Secrets
+	// RedisLocks name, so that the controller watches only the metadata
+	// of Secrets and never caches their data cluster-wide, and a RedisLock
+	// about to be force-released, so that a cache that has not yet seen
+	// the annotation's removal never releases the next holder too.
+	// Default: the manager's APIReader.
+	APIReader client.Reader
+	// Clock tells time: when a holder was observed, when the nodes'
+	// eviction policy is due to be read again, and the backoff of a lost
+	// subscription. Default: clock.RealClock.
+	Clock clock.Clock
 
 	clients *clientCache
 }
@@ -129,7 +137,7 @@ func (r *RedisLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	evictionErr := r.checkEviction(ctx, &rl, before)
 	h, err := lc.Inspect(ctx, name)
 	prev := rl.Status.HolderIdentity
-	if applyHolder(&rl, h, err, time.Now()) {
+	if applyHolder(&rl, h, err, r.Clock.Now()) {
 		log.Info("holder changed", "from", prev, "to", rl.Status.HolderIdentity, "fence", h.Fence)
 		r.Recorder.Eventf(&rl, nil, corev1.EventTypeNormal, EventLeaderChanged, "Observe", "holder changed from %q to %q", prev, rl.Status.HolderIdentity)
 		if prev != "" && rl.Status.HolderIdentity != "" {
@@ -193,7 +201,7 @@ func becameFalse(before, now *v1alpha1.RedisLock, typ string) bool {
 
 // lockClient resolves the spec and returns the shared lock client for it.
 func (r *RedisLockReconciler) lockClient(ctx context.Context, rl *v1alpha1.RedisLock) (*redislock.Client, error) {
-	cfg, err := redisconn.Resolve(ctx, r.SecretReader, rl)
+	cfg, err := redisconn.Resolve(ctx, r.APIReader, rl)
 	if err != nil {
 		return nil, err
 	}
@@ -295,6 +303,15 @@ const fieldOwner = "redislock-controller"
 // forceRelease frees the lock once and removes the annotation from rl,
 // for the deferred write to store.
 func (r *RedisLockReconciler) forceRelease(ctx context.Context, rl *v1alpha1.RedisLock, lc *redislock.Client, name string) error {
+	var live v1alpha1.RedisLock
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(rl), &live); err != nil {
+		return fmt.Errorf("confirm the %s annotation: %w", ForceReleaseAnnotation, err)
+	}
+	if _, ok := live.Annotations[ForceReleaseAnnotation]; !ok {
+		// Done already: the cache had not seen the removal yet, and
+		// the lock may have a new holder by now.
+		return nil
+	}
 	rel, err := lc.ForceRelease(ctx, name, redisconn.Timing(rl).TTL)
 	if err != nil {
 		return fmt.Errorf("force release %q: %w", name, err)
@@ -313,6 +330,16 @@ func (r *RedisLockReconciler) forceRelease(ctx context.Context, rl *v1alpha1.Red
 func (r *RedisLockReconciler) finalize(ctx context.Context, rl *v1alpha1.RedisLock) error {
 	if !controllerutil.ContainsFinalizer(rl, Finalizer) {
 		return nil
+	}
+	// A cache that has not seen the finalizer go yet must not release the
+	// lock a second time, from a holder granted since.
+	var live v1alpha1.RedisLock
+	err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(rl), &live)
+	if apierrors.IsNotFound(err) || (err == nil && !controllerutil.ContainsFinalizer(&live, Finalizer)) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("confirm the finalizer: %w", err)
 	}
 	lc, err := r.lockClient(ctx, rl)
 	if err == nil {
@@ -337,11 +364,14 @@ func (r *RedisLockReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Resync == 0 {
 		r.Resync = 30 * time.Second
 	}
-	if r.SecretReader == nil {
-		r.SecretReader = mgr.GetAPIReader()
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
+	if r.APIReader == nil {
+		r.APIReader = mgr.GetAPIReader()
 	}
 	changed := make(chan event.GenericEvent, 1024)
-	r.clients = newClientCache(mgr.GetLogger().WithName("redis"), changed)
+	r.clients = newClientCache(mgr.GetLogger().WithName("redis"), r.Clock, changed)
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		<-ctx.Done()
 		r.clients.closeAll()

@@ -2,6 +2,7 @@ package controllers_test
 
 import (
 	"context"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -32,6 +33,28 @@ type requestLog struct {
 	// failPatches is how many of the next metadata patches of each
 	// object fail, as if the API server were unavailable.
 	failPatches map[client.ObjectKey]int
+	// stale is what the next read of each object returns instead of
+	// the cache's copy, as a cache that lags behind.
+	stale map[client.ObjectKey]client.Object
+}
+
+// serveStale makes the reconciler's next read of obj's key return obj.
+func (l *requestLog) serveStale(obj client.Object) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.stale == nil {
+		l.stale = map[client.ObjectKey]client.Object{}
+	}
+	l.stale[client.ObjectKeyFromObject(obj)] = obj
+}
+
+// takeStale returns the stale copy to serve for key, once, or nil.
+func (l *requestLog) takeStale(key client.ObjectKey) client.Object {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	obj := l.stale[key]
+	delete(l.stale, key)
+	return obj
 }
 
 // failNextPatch makes the reconciler's next metadata patch of obj fail.
@@ -129,6 +152,10 @@ type recordingClient struct{ client.Client }
 
 func (c recordingClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 	requests.add(ctx, key, reqGet)
+	if stale := requests.takeStale(key); stale != nil {
+		reflect.ValueOf(obj).Elem().Set(reflect.ValueOf(stale.DeepCopyObject()).Elem())
+		return nil
+	}
 	return c.Client.Get(ctx, key, obj, opts...)
 }
 
