@@ -22,7 +22,7 @@ const readyInterval = 10 * time.Millisecond
 func (p *Process) WaitReady(ctx context.Context, timeout time.Duration, ready func(context.Context) (bool, error)) error {
 	err := wait.PollUntilContextTimeout(ctx, readyInterval, timeout, true, func(ctx context.Context) (bool, error) {
 		if p.Exited() {
-			return false, fmt.Errorf("%w (%v)", ErrExited, p.err)
+			return false, errors.Join(ErrExited, p.err) // p.err nil: it exited with status 0
 		}
 		return ready(ctx)
 	})
