@@ -2,14 +2,11 @@ package demo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
-	"text/tabwriter"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
-	"github.com/redislock/redislock/internal/redisproc"
 	"github.com/redislock/redislock/internal/redisstats"
 )
 
@@ -29,77 +26,42 @@ type NodeRate struct {
 	Total float64
 }
 
-// commandRates counts what every node executes over window, with the
+// commandRates counts what every node executes over rateWindow, with the
 // election in its steady state after the scenario, and prints a line
 // before and a table after.
-func (d *demo) commandRates(ctx context.Context, nodes []*redisproc.Server, window time.Duration) ([]NodeRate, error) {
-	clients := make([]*redis.Client, len(nodes))
-	for i, n := range nodes {
-		clients[i] = n.Client()
-	}
-	defer func() {
-		for _, c := range clients {
-			_ = c.Close()
-		}
-	}()
-	read := func() ([]redisstats.Counts, time.Time, error) {
-		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		counts := make([]redisstats.Counts, len(clients))
-		for i, c := range clients {
-			n, err := redisstats.Read(ctx, c)
-			if err != nil {
-				return nil, time.Time{}, fmt.Errorf("demo: %s: %w", nodes[i].Addr, err)
+func (d *demo) commandRates(ctx context.Context) error {
+	var before, after []redisstats.Counts
+	read := func(into *[]redisstats.Counts) error {
+		for _, n := range d.nodes {
+			c := n.Client()
+			counts, err := redisstats.Read(ctx, c)
+			if err = errors.Join(err, c.Close()); err != nil {
+				return fmt.Errorf("demo: %s: %w", n.Addr, err)
 			}
-			counts[i] = n
+			*into = append(*into, counts)
 		}
-		return counts, time.Now(), nil
+		return nil
 	}
-
-	before, from, err := read()
-	if err != nil {
-		return nil, err
+	if err := read(&before); err != nil {
+		return err
 	}
-	d.v.event("counting each Redis node's commands for %v (INFO commandstats): %s, and the controller",
-		window, d.electing())
-	if err := pause(ctx, window); err != nil {
-		return nil, fmt.Errorf("demo: counting commands: %w", err)
+	from := time.Now()
+	d.v.event("counting each Redis node's commands for %v (INFO commandstats): %d operators on %s/%s and %d agents on %s/%s electing (one leader each), and the controller",
+		rateWindow, running(d.operators), namespace, operatorLock, running(d.agents), namespace, workerLock)
+	if err := pause(ctx, rateWindow); err != nil {
+		return fmt.Errorf("demo: counting commands: %w", err)
 	}
-	after, to, err := read()
-	if err != nil {
-		return nil, err
+	if err := read(&after); err != nil {
+		return err
 	}
-
-	secs := to.Sub(from).Seconds()
-	rates := make([]NodeRate, len(nodes))
-	var b strings.Builder
-	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	_, _ = fmt.Fprintln(tw, "REDIS NODE\tSCRIPTS/s\tPUBLISH/s\tALL COMMANDS/s")
-	for i, n := range nodes {
+	secs := time.Since(from).Seconds()
+	rows := []string{"REDIS NODE\tSCRIPTS/s\tPUBLISH/s\tALL COMMANDS/s"}
+	for i, n := range d.nodes {
 		diff := after[i].Sub(before[i])
-		r := NodeRate{Addr: n.Addr, Scripts: float64(diff.Scripts()) / secs,
-			Publish: float64(diff["publish"]) / secs, Total: float64(diff.Total()) / secs}
-		rates[i] = r
-		_, _ = fmt.Fprintf(tw, "%s\t%.1f\t%.1f\t%.1f\n", r.Addr, r.Scripts, r.Publish, r.Total)
+		r := NodeRate{Addr: n.Addr, Scripts: float64(diff.Scripts()) / secs, Publish: float64(diff["publish"]) / secs, Total: float64(diff.Total()) / secs}
+		d.res.Rates = append(d.res.Rates, r)
+		rows = append(rows, fmt.Sprintf("%s\t%.1f\t%.1f\t%.1f", r.Addr, r.Scripts, r.Publish, r.Total))
 	}
-	_ = tw.Flush()
-	d.v.event("commands per second on each Redis node over the last %.1fs:\n%s", secs, strings.TrimRight(indent(b.String()), "\n"))
-	return rates, nil
-}
-
-// electing says which candidates are still running on each lock.
-func (d *demo) electing() string {
-	operators, agents := 0, 0
-	for _, p := range d.operators {
-		if p.alive() {
-			operators++
-		}
-	}
-	for _, a := range d.agents {
-		if a.alive() {
-			agents++
-		}
-	}
-	return fmt.Sprintf("%d operators on %s/%s and %d agents on %s/%s electing (one leader each)",
-		operators, namespace, operatorLock, agents, namespace, workerLock)
+	d.v.event("commands per second on each Redis node over the last %.1fs:\n%s", secs, strings.TrimRight(indent(table(rows)), "\n"))
+	return nil
 }
