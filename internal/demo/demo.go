@@ -1,25 +1,25 @@
 // Package demo is `make demo`: the whole system on one machine, without a
-// cluster. It starts Redis (three nodes, Redlock, or one) and a throwaway
-// control plane (the envtest binaries), installs the CRD from config/crd,
-// and runs as local processes the controller (with its webhook), three
-// replicas of the sample operator electing on one RedisLock, and a
-// three-pod workload whose agents the webhook injected. It shows who leads,
-// kills the operators' leader and stops the workload's leading agent, times
-// both handovers, measures what the election then costs each Redis node
-// (commands per second, from INFO commandstats), and stops everything it
-// started.
+// cluster. It starts Redis (three nodes, Redlock, or one), a throwaway
+// control plane (envtest), the controller with its webhook, three sample
+// operators on one RedisLock and the agents the webhook injects into a
+// three-pod workload; shows who leads, kills the operators' leader and
+// stops the workload's, times both handovers, counts what the election then
+// costs each Redis node, and stops everything it started.
 package demo
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -29,15 +29,17 @@ import (
 	"github.com/redislock/redislock/internal/inject"
 	"github.com/redislock/redislock/internal/proc"
 	"github.com/redislock/redislock/internal/redisproc"
+	"github.com/redislock/redislock/internal/redisstats"
 	"github.com/redislock/redislock/internal/testenv"
 )
 
-// Names of what the demo creates.
+// Names of what the demo creates, and how long it counts commands.
 const (
 	namespace     = "demo"
 	operatorLock  = "operator"
 	workerLock    = "worker"
 	webhookConfig = "redislock-demo-injector"
+	rateWindow    = 10 * time.Second
 )
 
 // Config is what the demo runs with.
@@ -79,22 +81,40 @@ type Result struct {
 	Rates []NodeRate
 }
 
+// NodeRate is what one Redis node executed per second over a window.
+type NodeRate struct {
+	// Addr is the node's address.
+	Addr string
+	// Scripts is script calls (EVALSHA and EVAL): lock operations.
+	Scripts float64
+	// Publish is PUBLISH calls (release messages).
+	Publish float64
+	// Total is all calls, those made inside scripts and the demo's own
+	// INFO included.
+	Total float64
+}
+
 // demo holds what the steps share.
 type demo struct {
 	Config
-	v                 *view
-	dir               string   // every process's log, and the kubeconfig
-	env               []string // KUBECONFIG, for every process
+	began             time.Time // when Run began, the account's zero
+	dir               string    // every process's log, and the kubeconfig
+	env               []string  // KUBECONFIG, for every process
 	nodes             []*redisproc.Server
 	k8s               client.Client
 	procs             []*proc.Process
 	operators, agents []*candidate
 	res               Result
+
+	mu      sync.Mutex // guards the screen's state
+	events  []string   // the account so far
+	rows    string     // the table as last printed
+	showing bool       // the table is shown
 }
 
 // Run runs the demo until its scenario ends (or ctx, with Keep).
 func Run(ctx context.Context, c Config) (res Result, err error) {
-	d := &demo{Config: c, v: &view{out: c.Out, live: c.Live, ttl: c.TTL, redlock: c.Redlock, start: time.Now()}}
+	d := &demo{Config: c, began: time.Now()}
 	if d.dir, err = os.MkdirTemp("", "redislock-demo-"); err != nil {
 		return res, fmt.Errorf("demo: %w", err)
 	}
@@ -124,7 +144,7 @@ func Run(ctx context.Context, c Config) (res Result, err error) {
 		}
 		d.nodes, addrs = append(d.nodes, n), append(addrs, n.Addr)
 	}
-	d.v.event("redis-server on %s", strings.Join(addrs, ", "))
+	d.event("redis-server on %s", strings.Join(addrs, ", "))
 	cfg, err := env.Start()
 	if err != nil {
 		return res, fmt.Errorf("demo: start the control plane with the binaries in %s: %w", c.Assets, err)
@@ -140,24 +160,24 @@ func Run(ctx context.Context, c Config) (res Result, err error) {
 	if err != nil {
 		return res, fmt.Errorf("demo: %w", err)
 	}
-	d.v.event("kube-apiserver and etcd up (envtest, %s)", filepath.Base(c.Assets))
+	d.event("kube-apiserver and etcd up (envtest, %s)", filepath.Base(c.Assets))
 	if err := d.install(ctx, addrs); err != nil {
 		return res, err
 	}
 	if err := d.startCandidates(ctx); err != nil {
 		return res, err
 	}
-	defer d.v.show(ctx, d.k8s, d.operators, d.agents)()
+	defer d.show(ctx)()
 	if err := d.scenario(ctx); err != nil {
 		return res, err
 	}
-	d.v.event("summary: operator failover after kill -9 %v (ttl %v); workload handover after SIGTERM %v",
+	d.event("summary: operator failover after kill -9 %v (ttl %v); workload handover after SIGTERM %v",
 		d.res.Failover.Round(time.Millisecond), c.TTL, d.res.Handover.Round(time.Millisecond))
 	if err := d.commandRates(ctx); err != nil {
 		return res, err
 	}
 	if c.Keep {
-		d.v.event("running until interrupted (Ctrl-C)")
+		d.event("running until interrupted (Ctrl-C)")
 		<-ctx.Done()
 	}
 	return d.res, nil
@@ -170,10 +190,10 @@ const lockManifest = `{apiVersion: v1, kind: Namespace, metadata: {name: redislo
 {apiVersion: v1, kind: Namespace, metadata: {name: demo}}
 ---
 {apiVersion: redislock.io/v1alpha1, kind: RedisLock, metadata: {namespace: demo, name: operator},
- spec: {ttl: %[3]v, renewDeadline: %[4]v, renewInterval: %[5]v, redis: {mode: %[2]s, addrs: [%[1]s]}}}
+ spec: {ttl: %[3]v, renewDeadline: %[4]v, renewInterval: %[5]v, redis: {mode: %[2]s, addrs: %[1]s}}}
 ---
 {apiVersion: redislock.io/v1alpha1, kind: RedisLock, metadata: {namespace: demo, name: worker},
- spec: {ttl: %[3]v, renewDeadline: %[4]v, renewInterval: %[5]v, redis: {mode: %[2]s, addrs: [%[1]s]}}}
+ spec: {ttl: %[3]v, renewDeadline: %[4]v, renewInterval: %[5]v, redis: {mode: %[2]s, addrs: %[1]s}}}
 ---
 `
 
@@ -191,11 +211,11 @@ func (d *demo) install(ctx context.Context, addrs []string) error {
 		return fmt.Errorf("demo: %w", err)
 	}
 	mode := map[bool]string{false: "Standalone", true: "Redlock"}[d.Redlock]
-	quoted := make([]string, len(addrs))
-	for i, a := range addrs {
-		quoted[i] = strconv.Quote(a)
+	nodes, err := json.Marshal(addrs) // a YAML flow sequence too
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
 	}
-	manifest := append(fmt.Appendf(nil, lockManifest, strings.Join(quoted, ", "), mode, d.TTL, d.TTL*2/3, d.TTL*2/15), webhook...)
+	manifest := append(fmt.Appendf(nil, lockManifest, nodes, mode, d.TTL, d.TTL*2/3, d.TTL*2/15), webhook...)
 	if err := os.WriteFile(filepath.Join(d.dir, "demo.yaml"), manifest, 0o600); err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
@@ -216,7 +236,7 @@ func (d *demo) install(ctx context.Context, addrs []string) error {
 			return err
 		}
 	}
-	d.v.event("kubectl apply -k config/crd: RedisLock CRD installed")
+	d.event("kubectl apply -k config/crd: RedisLock CRD installed")
 	if _, err := d.start("controller", d.Redislock, []string{"controller", "-metrics-bind-address=0", "-health-probe-bind-address=0",
 		"-agent-image=" + d.Redislock, "-webhook-port=" + strconv.Itoa(port), "-webhook-cert-dir=" + filepath.Join(d.dir, "webhook-certs"),
 		"-webhook-hosts=127.0.0.1", "-webhook-configuration=" + webhookConfig}, "POD_NAMESPACE=redislock-system"); err != nil {
@@ -225,11 +245,11 @@ func (d *demo) install(ctx context.Context, addrs []string) error {
 	if err := kubectl("wait", "--for=jsonpath={.webhooks[0].clientConfig.caBundle}", "--timeout=30s", "mutatingwebhookconfiguration/"+webhookConfig); err != nil {
 		return err
 	}
-	d.v.event("controller started; it issued its webhook certificate and set the caBundle")
+	d.event("controller started; it issued its webhook certificate and set the caBundle")
 	if err := kubectl("wait", "-n", namespace, "--for=condition=Ready", "--timeout=30s", "redislock/"+operatorLock, "redislock/"+workerLock); err != nil {
 		return err
 	}
-	d.v.event("RedisLocks %s/%s and %s/%s are Ready (%s, ttl %v)", namespace, operatorLock, namespace, workerLock, mode, d.TTL)
+	d.event("RedisLocks %s/%s and %s/%s are Ready (%s, ttl %v)", namespace, operatorLock, namespace, workerLock, mode, d.TTL)
 	return nil
 }
 
@@ -268,10 +288,10 @@ func (d *demo) startCandidates(ctx context.Context) error {
 			return err
 		}
 		if i == 2 {
-			d.v.event("3 replicas of the sample operator started (leader election on RedisLock %s/%s)", namespace, operatorLock)
+			d.event("3 replicas of the sample operator started (leader election on RedisLock %s/%s)", namespace, operatorLock)
 		}
 	}
-	d.v.event("3 workload pods created with annotation %s: %s; their agents run as local processes", inject.LockAnnotation, workerLock)
+	d.event("3 workload pods created with annotation %s: %s; their agents run as local processes", inject.LockAnnotation, workerLock)
 	return nil
 }
 
@@ -309,7 +329,7 @@ func (d *demo) startAgent(ctx context.Context, name, port string, first bool) (*
 		args[j] = strings.ReplaceAll(a, inject.MountPath, volume)
 	}
 	if first {
-		d.v.event("pod %s: the webhook injected the sidecar %q: %s %s", name, agent.Name, agent.Image, strings.Join(agent.Args, " "))
+		d.event("pod %s: the webhook injected the sidecar %q: %s %s", name, agent.Name, agent.Image, strings.Join(agent.Args, " "))
 	}
 	return d.start("agent-"+name, d.Redislock, args, "POD_NAME="+name, "POD_NAMESPACE="+namespace)
 }
@@ -347,7 +367,7 @@ func (d *demo) scenario(ctx context.Context) error {
 		if old == nil {
 			return fmt.Errorf("demo: no leader among %s and the others to stop", s.cs[0].id)
 		}
-		d.v.event(s.before, old.id)
+		d.event(s.before, old.id)
 		from := time.Now()
 		if err := s.stop(old.Process); err != nil {
 			return fmt.Errorf("demo: stop %s: %w", old.id, err)
@@ -361,9 +381,53 @@ func (d *demo) scenario(ctx context.Context) error {
 			return fmt.Errorf("demo: waiting for a leader other than %s: %w", old.id, err)
 		}
 		*s.took = at.Sub(from)
-		d.v.event(s.after, next.id, s.took.Round(time.Millisecond))
+		d.event(s.after, next.id, s.took.Round(time.Millisecond))
 	}
 	return pause(ctx, 3*time.Second)
+}
+
+// commandRates counts what every node executes over rateWindow, with the
+// election in its steady state after the scenario, and prints a line
+// before and a table after.
+func (d *demo) commandRates(ctx context.Context) error {
+	clients := make([]*redis.Client, len(d.nodes))
+	for i, n := range d.nodes {
+		clients[i] = n.Client()
+		defer func() { _ = clients[i].Close() }() // its commands are counted
+	}
+	var before, after []redisstats.Counts
+	read := func(into *[]redisstats.Counts) error {
+		for i, c := range clients {
+			counts, err := redisstats.Read(ctx, c)
+			if err != nil {
+				return fmt.Errorf("demo: %s: %w", d.nodes[i].Addr, err)
+			}
+			*into = append(*into, counts)
+		}
+		return nil
+	}
+	if err := read(&before); err != nil {
+		return err
+	}
+	from := time.Now()
+	d.event("counting each Redis node's commands for %v (INFO commandstats): %d operators on %s/%s and %d agents on %s/%s electing (one leader each), and the controller",
+		rateWindow, running(d.operators), namespace, operatorLock, running(d.agents), namespace, workerLock)
+	if err := pause(ctx, rateWindow); err != nil {
+		return fmt.Errorf("demo: counting commands: %w", err)
+	}
+	if err := read(&after); err != nil {
+		return err
+	}
+	secs := time.Since(from).Seconds()
+	rows := []string{"REDIS NODE\tSCRIPTS/s\tPUBLISH/s\tALL COMMANDS/s"}
+	for i, n := range d.nodes {
+		diff := after[i].Sub(before[i])
+		r := NodeRate{Addr: n.Addr, Scripts: float64(diff.Scripts()) / secs, Publish: float64(diff["publish"]) / secs, Total: float64(diff.Total()) / secs}
+		d.res.Rates = append(d.res.Rates, r)
+		rows = append(rows, fmt.Sprintf("%s\t%.1f\t%.1f\t%.1f", r.Addr, r.Scripts, r.Publish, r.Total))
+	}
+	d.event("commands per second on each Redis node over the last %.1fs:\n%s", secs, strings.TrimRight(indent(table(rows)), "\n"))
+	return nil
 }
 
 // waitFor asks cond every 50ms until it holds, within timeout.

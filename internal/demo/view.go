@@ -3,7 +3,6 @@ package demo
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -59,59 +58,47 @@ func running(cs []*candidate) (n int) {
 	return n
 }
 
-// view keeps the account and prints it: a table of who leads, redrawn each
-// second with the latest events under it (live), or each event and each
-// change of the table as lines (a log).
-type view struct {
-	out           io.Writer
-	live, redlock bool
-	ttl           time.Duration
-	start         time.Time
-
-	mu     sync.Mutex
-	events []string
-	rows   string                  // the table as last printed
-	k8s    client.Client           // what show reads
-	locks  map[string][]*candidate // by lock name; nil until show
-}
+// The screen: the account of events, and a table of who leads, redrawn
+// each second with the latest events under it (Live), or each event and
+// each change of the table printed as lines (a log).
 
 // event records a line of the account.
-func (v *view) event(format string, args ...any) {
-	line := fmt.Sprintf("%7.2fs  %s", time.Since(v.start).Seconds(), fmt.Sprintf(format, args...))
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	v.events = append(v.events, line)
-	if !v.live || v.locks == nil {
-		_, _ = fmt.Fprintln(v.out, line)
+func (d *demo) event(format string, args ...any) {
+	line := fmt.Sprintf("%7.2fs  %s", time.Since(d.began).Seconds(), fmt.Sprintf(format, args...))
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.events = append(d.events, line)
+	if !d.Live || !d.showing {
+		_, _ = fmt.Fprintln(d.Out, line)
 	}
 }
 
 // show refreshes the table every second until ctx ends or stop is called;
 // stop refreshes it once more (a live table then ends with the last events).
-func (v *view) show(ctx context.Context, k8s client.Client, operators, agents []*candidate) (stop func()) {
-	v.mu.Lock()
-	v.k8s, v.locks = k8s, map[string][]*candidate{operatorLock: operators, workerLock: agents}
-	v.mu.Unlock()
+func (d *demo) show(ctx context.Context) (stop func()) {
+	d.mu.Lock()
+	d.showing = true
+	d.mu.Unlock()
 	showCtx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	wg.Go(func() { wait.UntilWithContext(showCtx, v.refresh, time.Second) })
+	wg.Go(func() { wait.UntilWithContext(showCtx, d.refresh, time.Second) })
 	return func() {
 		cancel()
 		wg.Wait()
-		v.refresh(ctx)
+		d.refresh(ctx)
 	}
 }
 
 // refresh reads the RedisLocks, asks every candidate, and prints.
-func (v *view) refresh(ctx context.Context) {
+func (d *demo) refresh(ctx context.Context) {
 	var locks v1alpha1.RedisLockList
-	if err := v.k8s.List(ctx, &locks, client.InNamespace(namespace)); err != nil {
+	if err := d.k8s.List(ctx, &locks, client.InNamespace(namespace)); err != nil {
 		return // the control plane is stopping; the next refresh tries again
 	}
 	rows := []string{"LOCK\tHOLDER (status)\tFENCE\tTRANSITIONS\tCANDIDATES"}
 	for _, rl := range locks.Items {
 		var states []string
-		for _, c := range v.locks[rl.Name] {
+		for _, c := range map[string][]*candidate{operatorLock: d.operators, workerLock: d.agents}[rl.Name] {
 			state, _ := c.state(ctx)
 			states = append(states, c.id+" "+state)
 		}
@@ -119,17 +106,17 @@ func (v *view) refresh(ctx context.Context) {
 		rows = append(rows, fmt.Sprintf("%s/%s\t%s\t%d\t%d\t%s", rl.Namespace, rl.Name, holder, rl.Status.FencingToken, rl.Status.LeaderTransitions, strings.Join(states, "  ")))
 	}
 	t := table(rows)
-	v.mu.Lock()
-	defer v.mu.Unlock()
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	switch {
-	case v.live:
-		mode := map[bool]string{false: "one Redis node", true: "Redlock on 3 Redis nodes"}[v.redlock]
-		_, _ = fmt.Fprintf(v.out, "\033[H\033[2Jredislock demo  %.0fs  ttl %v  %s\n\n%s\n%s\n", time.Since(v.start).Seconds(), v.ttl, mode, t,
-			strings.Join(v.events[max(0, len(v.events)-12):], "\n"))
-	case t != v.rows:
-		_, _ = fmt.Fprintf(v.out, "%7.2fs  who leads:\n%s", time.Since(v.start).Seconds(), indent(t))
+	case d.Live:
+		mode := map[bool]string{false: "one Redis node", true: "Redlock on 3 Redis nodes"}[d.Redlock]
+		_, _ = fmt.Fprintf(d.Out, "\033[H\033[2Jredislock demo  %.0fs  ttl %v  %s\n\n%s\n%s\n", time.Since(d.began).Seconds(), d.TTL, mode, t,
+			strings.Join(d.events[max(0, len(d.events)-12):], "\n"))
+	case t != d.rows:
+		_, _ = fmt.Fprintf(d.Out, "%7.2fs  who leads:\n%s", time.Since(d.began).Seconds(), indent(t))
 	}
-	v.rows = t
+	d.rows = t
 }
 
 // table aligns the tab-separated columns of rows.
