@@ -144,7 +144,9 @@ func spawn(t *testing.T, s *redisproc.Server, role, id string) *proc.Process {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = cmd.Kill()
+		if err := cmd.Kill(); err != nil {
+			t.Error(err)
+		}
 		if t.Failed() {
 			t.Logf("%s's output (the end):\n%s", id, cmd.LogTail(4096))
 		}
