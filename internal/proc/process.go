@@ -88,9 +88,6 @@ func (p *Process) Pid() int { return p.cmd.Process.Pid }
 // Name is the name it was started with.
 func (p *Process) Name() string { return p.name }
 
-// Log is the path of its log file.
-func (p *Process) Log() string { return p.log }
-
 // Done is closed once the process has exited and all its output is
 // delivered.
 func (p *Process) Done() <-chan struct{} { return p.done }
