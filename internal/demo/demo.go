@@ -268,28 +268,30 @@ func (d *demo) start(name, bin string, args []string, env ...string) (*proc.Proc
 // lock. Each answers /leader on a port of its own: the "pods" share this
 // host's network.
 func (d *demo) startCandidates(ctx context.Context) error {
-	for i := range 6 {
+	for i := range 3 {
 		port, err := proc.FreePort()
 		if err != nil {
 			return err
 		}
-		addr := "127.0.0.1:" + strconv.Itoa(port)
-		c := &candidate{url: "http://" + addr + "/leader"}
-		if i < 3 {
-			c.id, c.dead = "operator-"+strconv.Itoa(i), "killed"
-			c.Process, err = d.start(c.id, d.SampleOperator, []string{"-election=redis", "-redislock=" + namespace + "/" + operatorLock, "-identity=" + c.id, "-http-address=" + addr})
-			d.operators = append(d.operators, c)
-		} else {
-			c.id, c.dead = "worker-"+strconv.Itoa(i-3), "stopped"
-			c.Process, err = d.startAgent(ctx, c.id, strconv.Itoa(port), i == 3)
-			d.agents = append(d.agents, c)
-		}
+		id, addr := "operator-"+strconv.Itoa(i), "127.0.0.1:"+strconv.Itoa(port)
+		p, err := d.start(id, d.SampleOperator, []string{"-election=redis", "-redislock=" + namespace + "/" + operatorLock, "-identity=" + id, "-http-address=" + addr})
 		if err != nil {
 			return err
 		}
-		if i == 2 {
-			d.event("3 replicas of the sample operator started (leader election on RedisLock %s/%s)", namespace, operatorLock)
+		d.operators = append(d.operators, &candidate{Process: p, id: id, url: "http://" + addr + "/leader", dead: "killed"})
+	}
+	d.event("3 replicas of the sample operator started (leader election on RedisLock %s/%s)", namespace, operatorLock)
+	for i := range 3 {
+		port, err := proc.FreePort()
+		if err != nil {
+			return err
 		}
+		id := "worker-" + strconv.Itoa(i)
+		p, err := d.startAgent(ctx, id, strconv.Itoa(port), i == 0)
+		if err != nil {
+			return err
+		}
+		d.agents = append(d.agents, &candidate{Process: p, id: id, url: "http://127.0.0.1:" + strconv.Itoa(port) + "/leader", dead: "stopped"})
 	}
 	d.event("3 workload pods created with annotation %s: %s; their agents run as local processes", inject.LockAnnotation, workerLock)
 	return nil
