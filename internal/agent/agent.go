@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/redislock/redislock/internal/leaderhttp"
 	"github.com/redislock/redislock/internal/redisconn"
 	"github.com/redislock/redislock/pkg/promlock"
 	"github.com/redislock/redislock/pkg/redislock"
@@ -61,7 +62,7 @@ type Options struct {
 	// Identity in Lock's namespace.
 	LabelPod bool
 	// LeaderFile, when set, is the path of a file the agent keeps the
-	// Status in, as JSON.
+	// /leader answer in (leaderhttp.Status), as JSON.
 	LeaderFile string
 	// Clock tells time, for the agent and its lock client. Default
 	// clock.RealClock.
@@ -218,12 +219,12 @@ func (a *Agent) open(ctx context.Context) *redisconn.Candidate {
 }
 
 // status returns the agent's answer now.
-func (a *Agent) status() Status {
+func (a *Agent) status() leaderhttp.Status {
 	a.mu.Lock()
 	el, name, openErr := a.elector, a.name, a.openErr
 	a.mu.Unlock()
 	if el == nil {
-		st := Status{Identity: a.o.Identity, Lock: a.o.Lock.String(), ObservedAt: a.o.Clock.Now(), Error: "starting"}
+		st := leaderhttp.Status{Identity: a.o.Identity, Lock: a.o.Lock.String(), ObservedAt: a.o.Clock.Now(), Error: "starting"}
 		if openErr != nil {
 			st.Error = openErr.Error()
 		}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 
+	"github.com/redislock/redislock/internal/leaderhttp"
 	"github.com/redislock/redislock/pkg/redislock"
 )
 
@@ -67,7 +68,7 @@ func TestWriteStatusReplacesTheFileWhole(t *testing.T) {
 			if err != nil {
 				continue // not written yet
 			}
-			var st Status
+			var st leaderhttp.Status
 			if json.Unmarshal(b, &st) != nil {
 				torn <- string(b)
 				return
@@ -75,7 +76,7 @@ func TestWriteStatusReplacesTheFileWhole(t *testing.T) {
 		}
 	}()
 	for i := range 200 {
-		want := Status{Leading: i%2 == 0, Identity: "a", Lock: "ns/l", FencingToken: int64(i), ValidUntil: &until, ObservedAt: time.Now()}
+		want := leaderhttp.Status{Leading: i%2 == 0, Identity: "a", Lock: "ns/l", FencingToken: int64(i), ValidUntil: &until, ObservedAt: time.Now()}
 		if err := writeStatus(path, want); err != nil {
 			t.Fatal(err)
 		}
@@ -83,7 +84,7 @@ func TestWriteStatusReplacesTheFileWhole(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var got Status
+		var got leaderhttp.Status
 		if err := json.Unmarshal(b, &got); err != nil {
 			t.Fatalf("file %q: %v", b, err)
 		}
@@ -102,7 +103,7 @@ func TestWriteStatusReplacesTheFileWhole(t *testing.T) {
 	if len(entries) != 1 {
 		t.Errorf("directory holds %d entries, want only leader.json", len(entries))
 	}
-	if err := writeStatus(filepath.Join(dir, "missing", "leader.json"), Status{}); err == nil || !strings.Contains(err.Error(), "agent: leader file") {
+	if err := writeStatus(filepath.Join(dir, "missing", "leader.json"), leaderhttp.Status{}); err == nil || !strings.Contains(err.Error(), "agent: leader file") {
 		t.Errorf("write into a missing directory: %v, want an agent: leader file error", err)
 	}
 }

@@ -4,7 +4,7 @@
 // election without linking a library.
 //
 // Outputs:
-//   - GET /leader: JSON (see Status); 200 while this pod leads, else 503,
+//   - GET /leader: JSON (see leaderhttp.Status); 200 while this pod leads, else 503,
 //     so it serves as a readiness probe. The answer is decided from one
 //     reading of the clock against the local step-down deadline, so it
 //     turns 503 at that deadline even when Redis is unreachable, and the

@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/redislock/redislock/internal/leaderhttp"
 )
 
 // publish keeps the pod label and the leader file current: a pass on every
@@ -78,7 +80,7 @@ func (a *Agent) label(ctx context.Context, v string) error {
 
 // writeStatus replaces path with st as JSON, atomically: a reader sees the
 // old content or the new, never a part.
-func writeStatus(path string, st Status) (err error) {
+func writeStatus(path string, st leaderhttp.Status) (err error) {
 	data, err := json.Marshal(st)
 	if err != nil {
 		return err

@@ -3,252 +3,132 @@ package demo
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/redislock/redislock/api/v1alpha1"
+	"github.com/redislock/redislock/internal/leaderhttp"
+	"github.com/redislock/redislock/internal/proc"
 )
 
-// view keeps the account of who leads and prints it: a table redrawn each
-// second with the latest events under it (live), or each event and each
-// change of the table as lines (a log).
-type view struct {
-	out     io.Writer
-	live    bool
-	ttl     time.Duration
-	redlock bool
-	start   time.Time
-
-	mu        sync.Mutex
-	events    []string
-	leadingAt map[string]time.Time // operator -> when it last became leader
-	answers   map[string]string    // agent -> LEADER, standby or down
-	rows      string               // the table as last printed
-	k8s       client.Client
-	operators map[string]*proc
-	agents    map[string]*agentProc
-	done      chan struct{}
-	stopped   chan struct{}
+// candidate is a process electing on a lock, answering /leader at url.
+type candidate struct {
+	*proc.Process
+	id, url string
+	dead    string // its state once it has exited: killed or stopped
 }
 
-func newView(out io.Writer, live bool, ttl time.Duration, redlock bool) *view {
-	return &view{out: out, live: live, ttl: ttl, redlock: redlock, start: time.Now(),
-		leadingAt: map[string]time.Time{}, answers: map[string]string{},
-		done: make(chan struct{}), stopped: make(chan struct{})}
-}
-
-// event records a line of the account.
-func (v *view) event(format string, args ...any) {
-	line := fmt.Sprintf("%7.2fs  %s", time.Since(v.start).Seconds(), fmt.Sprintf(format, args...))
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	v.events = append(v.events, line)
-	if !v.live || v.k8s == nil {
-		_, _ = fmt.Fprintln(v.out, line)
+// state asks c's /leader: LEADER (with the instant the answer is true
+// of), standby, or c.dead once it has exited.
+func (c *candidate) state(ctx context.Context) (string, time.Time) {
+	if c.Exited() {
+		return c.dead, time.Time{}
 	}
-}
-
-// operatorStarted and operatorLine follow a sample operator through its
-// stdout ("LEADING <id> <unix-nanos>" when it becomes leader).
-func (v *view) operatorStarted(id string) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	v.leadingAt[id] = time.Time{}
-}
-
-func (v *view) operatorLine(id, line string) {
-	f := strings.Fields(line)
-	if len(f) != 3 || f[0] != "LEADING" || f[1] != id {
-		return
-	}
-	var nanos int64
-	if _, err := fmt.Sscan(f[2], &nanos); err != nil {
-		return
-	}
-	v.mu.Lock()
-	v.leadingAt[id] = time.Unix(0, nanos)
-	v.mu.Unlock()
-}
-
-// operatorLeading returns the live operator that became leader last, and
-// when; "" when none leads.
-func (v *view) operatorLeading() (string, time.Time) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return v.operatorLeadingLocked()
-}
-
-// operatorLeadingLocked is operatorLeading with v.mu held.
-func (v *view) operatorLeadingLocked() (string, time.Time) {
-	var id string
-	var at time.Time
-	for op, t := range v.leadingAt {
-		if p := v.operators[op]; !t.IsZero() && t.After(at) && (p == nil || p.alive()) {
-			id, at = op, t
-		}
-	}
-	return id, at
-}
-
-func (v *view) operatorLeader() string {
-	id, _ := v.operatorLeading()
-	return id
-}
-
-// agentLeader returns the agent whose last answer was 200, "" if none.
-func (v *view) agentLeader() string {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	for name, a := range v.answers {
-		if a == "LEADER" {
-			return name
-		}
-	}
-	return ""
-}
-
-// attach gives the view what it reads: the API and the processes.
-func (v *view) attach(k8s client.Client, operators map[string]*proc, agents map[string]*agentProc) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	v.k8s, v.operators, v.agents = k8s, operators, agents
-}
-
-// run refreshes and prints the account every second until stop.
-func (v *view) run(ctx context.Context) {
-	defer close(v.stopped)
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	for {
-		v.refresh(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-v.done:
-			v.refresh(ctx) // a live table then ends with the last events
-			return
-		case <-tick.C:
-		}
-	}
-}
-
-// stop ends run, if it runs, after one last refresh.
-func (v *view) stop() {
-	v.mu.Lock()
-	attached := v.k8s != nil
-	v.mu.Unlock()
-	if !attached {
-		return
-	}
-	close(v.done)
-	<-v.stopped
-}
-
-// refresh asks every agent, reads the RedisLocks, and prints.
-func (v *view) refresh(ctx context.Context) {
-	v.mu.Lock()
-	agents := v.agents
-	v.mu.Unlock()
-	answers := map[string]string{}
-	for name, a := range agents {
-		switch {
-		case !a.alive():
-			answers[name] = "stopped"
-		case leading(ctx, a.url):
-			answers[name] = "LEADER"
-		default:
-			answers[name] = "standby"
-		}
-	}
-	var locks v1alpha1.RedisLockList
-	if err := v.k8s.List(ctx, &locks, client.InNamespace(namespace)); err != nil {
-		return // the control plane is stopping; the next refresh tries again
-	}
-
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	v.answers = answers
-	var b strings.Builder
-	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	_, _ = fmt.Fprintln(tw, "LOCK\tHOLDER (status)\tFENCE\tTRANSITIONS\tCANDIDATES")
-	for _, rl := range locks.Items {
-		_, _ = fmt.Fprintf(tw, "%s/%s\t%s\t%d\t%d\t%s\n", rl.Namespace, rl.Name, orDash(rl.Status.HolderIdentity),
-			rl.Status.FencingToken, rl.Status.LeaderTransitions, v.candidates(rl.Name))
-	}
-	_ = tw.Flush()
-	rows := b.String()
-	if v.live {
-		mode := "one Redis node"
-		if v.redlock {
-			mode = "Redlock on 3 Redis nodes"
-		}
-		_, _ = fmt.Fprintf(v.out, "\033[H\033[2Jredislock demo  %.0fs  ttl %v  %s\n\n%s\n", time.Since(v.start).Seconds(), v.ttl, mode, rows)
-		for _, e := range v.events[max(0, len(v.events)-12):] {
-			_, _ = fmt.Fprintln(v.out, e)
-		}
-		return
-	}
-	if rows != v.rows {
-		_, _ = fmt.Fprintf(v.out, "%7.2fs  who leads:\n%s", time.Since(v.start).Seconds(), indent(rows))
-	}
-	v.rows = rows
-}
-
-// candidates describes the candidates of the lock called name. v.mu is held.
-func (v *view) candidates(name string) string {
-	var parts []string
-	switch name {
-	case operatorLock:
-		leader, _ := v.operatorLeadingLocked()
-		for op, p := range v.operators {
-			state := "standby"
-			switch {
-			case !p.alive():
-				state = "killed"
-			case op == leader:
-				state = "LEADER"
-			}
-			parts = append(parts, op+" "+state)
-		}
-	case workerLock:
-		for a, state := range v.answers {
-			parts = append(parts, a+" "+state)
-		}
-	}
-	slices.Sort(parts)
-	return strings.Join(parts, "  ")
-}
-
-// leading asks an agent's /leader.
-func leading(ctx context.Context, url string) bool {
 	ctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return false
+	if st, code, err := leaderhttp.Get(ctx, c.url); err == nil && code == http.StatusOK {
+		return "LEADER", st.ObservedAt
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return false
-	}
-	_ = resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
+	return "standby", time.Time{}
 }
 
-func orDash(s string) string {
-	if s == "" {
-		return "-"
+// leader returns the first of cs, other than not, that answers it leads.
+func leader(ctx context.Context, cs []*candidate, not *candidate) (*candidate, time.Time) {
+	for _, c := range cs {
+		if state, at := c.state(ctx); c != not && state == "LEADER" {
+			return c, at
+		}
 	}
-	return s
+	return nil, time.Time{}
 }
 
+// running counts the candidates that have not exited.
+func running(cs []*candidate) (n int) {
+	for _, c := range cs {
+		if !c.Exited() {
+			n++
+		}
+	}
+	return n
+}
+
+// The screen: the account of events, and a table of who leads, redrawn
+// each second with the latest events under it (Live), or each event and
+// each change of the table printed as lines (a log).
+
+// event records a line of the account.
+func (d *demo) event(format string, args ...any) {
+	line := fmt.Sprintf("%7.2fs  %s", time.Since(d.began).Seconds(), fmt.Sprintf(format, args...))
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.events = append(d.events, line)
+	if !d.Live || !d.showing {
+		_, _ = fmt.Fprintln(d.Out, line)
+	}
+}
+
+// show refreshes the table every second until ctx ends or stop is called;
+// stop refreshes it once more (a live table then ends with the last events).
+func (d *demo) show(ctx context.Context) (stop func()) {
+	d.mu.Lock()
+	d.showing = true
+	d.mu.Unlock()
+	showCtx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { wait.UntilWithContext(showCtx, d.refresh, time.Second) })
+	return func() {
+		cancel()
+		wg.Wait()
+		d.refresh(ctx)
+	}
+}
+
+// refresh reads the RedisLocks, asks every candidate, and prints.
+func (d *demo) refresh(ctx context.Context) {
+	var locks v1alpha1.RedisLockList
+	if err := d.k8s.List(ctx, &locks, client.InNamespace(namespace)); err != nil {
+		return // the control plane is stopping; the next refresh tries again
+	}
+	rows := []string{"LOCK\tHOLDER (status)\tFENCE\tTRANSITIONS\tCANDIDATES"}
+	for _, rl := range locks.Items {
+		var states []string
+		for _, c := range map[string][]*candidate{operatorLock: d.operators, workerLock: d.agents}[rl.Name] {
+			state, _ := c.state(ctx)
+			states = append(states, c.id+" "+state)
+		}
+		holder := map[bool]string{true: "-", false: rl.Status.HolderIdentity}[rl.Status.HolderIdentity == ""]
+		rows = append(rows, fmt.Sprintf("%s/%s\t%s\t%d\t%d\t%s", rl.Namespace, rl.Name, holder, rl.Status.FencingToken, rl.Status.LeaderTransitions, strings.Join(states, "  ")))
+	}
+	t := table(rows)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch {
+	case d.Live:
+		mode := map[bool]string{false: "one Redis node", true: "Redlock on 3 Redis nodes"}[d.Redlock]
+		_, _ = fmt.Fprintf(d.Out, "\033[H\033[2Jredislock demo  %.0fs  ttl %v  %s\n\n%s\n%s\n", time.Since(d.began).Seconds(), d.TTL, mode, t,
+			strings.Join(d.events[max(0, len(d.events)-12):], "\n"))
+	case t != d.rows:
+		_, _ = fmt.Fprintf(d.Out, "%7.2fs  who leads:\n%s", time.Since(d.began).Seconds(), indent(t))
+	}
+	d.rows = t
+}
+
+// table aligns the tab-separated columns of rows.
+func table(rows []string) string {
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	_, _ = fmt.Fprintln(tw, strings.Join(rows, "\n"))
+	_ = tw.Flush() // a strings.Builder does not fail
+	return b.String()
+}
+
+// indent indents every line of s to under the account's times.
 func indent(s string) string {
 	return "          " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n          ") + "\n"
 }

@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redislock/redislock/internal/proc"
 )
 
 // ErrNotInstalled means redis-server is not on PATH.
@@ -50,11 +52,7 @@ type Server struct {
 	CAPEM []byte
 	opts  Options
 	dir   string
-	cmd   *exec.Cmd
-	// exit is closed when the process has exited, with its status in
-	// exitErr.
-	exit    chan struct{}
-	exitErr error
+	p     *proc.Process // nil once killed
 }
 
 // Start launches a server on a free loopback port and waits until it
@@ -68,10 +66,10 @@ func Start(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redisproc: %w", err)
 	}
-	port, err := freePort()
+	port, err := proc.FreePort()
 	if err != nil {
 		_ = os.RemoveAll(dir)
-		return nil, err
+		return nil, fmt.Errorf("redisproc: %w", err)
 	}
 	s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), opts: opts, dir: dir}
 	if opts.TLS {
@@ -117,43 +115,22 @@ func (s *Server) launch(path string) error {
 		args = append(args, "--requirepass", s.opts.Password)
 	}
 	args = append(args, s.opts.Args...)
-	cmd := exec.Command(path, args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("redisproc: start redis-server: %w", err)
+	p, err := proc.Start(proc.Options{Name: "redis-server on " + s.Addr, Path: path, Args: args, Log: filepath.Join(s.dir, "redis-server.log")})
+	if err != nil {
+		return fmt.Errorf("redisproc: %w", err)
 	}
-	s.cmd = cmd
-	s.exit = make(chan struct{})
-	go func() {
-		s.exitErr = cmd.Wait()
-		close(s.exit)
-	}()
-	return s.waitReady()
-}
-
-func (s *Server) waitReady() error {
+	s.p = p
 	o := s.ClientOptions()
 	o.MaxRetries = -1
 	c := redis.NewClient(o)
 	defer func() { _ = c.Close() }()
-	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
-	defer cancel()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		err := c.Ping(ctx).Err()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-s.exit:
-			return fmt.Errorf("redisproc: redis-server on %s exited at start: %w", s.Addr, s.exitErr)
-		case <-ctx.Done():
-			s.kill()
-			return fmt.Errorf("redisproc: redis-server on %s not ready after %v: %w", s.Addr, startTimeout, err)
-		case <-tick.C:
-		}
+	if err := p.WaitReady(context.Background(), startTimeout, func(ctx context.Context) (bool, error) {
+		return c.Ping(ctx).Err() == nil, nil
+	}); err != nil {
+		s.kill()
+		return fmt.Errorf("redisproc: %w", err)
 	}
+	return nil
 }
 
 // Client returns a new client for the server; the caller closes it.
@@ -174,19 +151,18 @@ func (s *Server) ClientOptions() *redis.Options {
 }
 
 // Pid returns the server's process id.
-func (s *Server) Pid() int { return s.cmd.Process.Pid }
+func (s *Server) Pid() int { return s.p.Pid() }
 
 // Kill stops the server with SIGKILL and waits for it to exit. Its data,
 // kept only in memory, is gone.
 func (s *Server) Kill() { s.kill() }
 
 func (s *Server) kill() {
-	if s.cmd == nil {
+	if s.p == nil {
 		return
 	}
-	_ = s.cmd.Process.Kill()
-	<-s.exit
-	s.cmd = nil
+	_ = s.p.Kill() // only fails if the signal cannot be sent, as to no process
+	s.p = nil
 }
 
 // Restart kills the server and starts it again on the same port, empty,
@@ -202,25 +178,13 @@ func (s *Server) Restart() error {
 
 // Pause stops the server with SIGSTOP: connections stay open, nothing is
 // answered. Resume undoes it.
-func (s *Server) Pause() error { return s.cmd.Process.Signal(syscall.SIGSTOP) }
+func (s *Server) Pause() error { return s.p.Signal(syscall.SIGSTOP) }
 
 // Resume continues a paused server with SIGCONT.
-func (s *Server) Resume() error { return s.cmd.Process.Signal(syscall.SIGCONT) }
+func (s *Server) Resume() error { return s.p.Signal(syscall.SIGCONT) }
 
-// Stop kills the server and removes its directory.
+// Stop kills the server, paused or not, and removes its directory.
 func (s *Server) Stop() {
-	if s.cmd != nil {
-		_ = s.cmd.Process.Signal(syscall.SIGCONT)
-	}
 	s.kill()
 	_ = os.RemoveAll(s.dir)
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("redisproc: find a free port: %w", err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

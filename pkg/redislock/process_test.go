@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redislock/redislock/internal/proc"
 	"github.com/redislock/redislock/internal/redisproc"
 	"github.com/redislock/redislock/internal/redistest"
 	"github.com/redislock/redislock/pkg/redislock"
@@ -135,18 +136,20 @@ func child(role, addr, id string) error {
 	return fmt.Errorf("unknown role %q", role)
 }
 
-func spawn(t *testing.T, s *redisproc.Server, role, id string) *exec.Cmd {
+func spawn(t *testing.T, s *redisproc.Server, role, id string) *proc.Process {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "REDISLOCK_CHILD="+role, "REDISLOCK_ADDR="+s.Addr, "REDISLOCK_ID="+id)
-	cmd.Stderr = os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	cmd, err := proc.Start(proc.Options{Name: role + " " + id, Path: os.Args[0], Args: []string{"-test.run=^$"},
+		Env: []string{"REDISLOCK_CHILD=" + role, "REDISLOCK_ADDR=" + s.Addr, "REDISLOCK_ID=" + id}, Log: filepath.Join(t.TempDir(), id+".log")})
+	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+		if err := cmd.Kill(); err != nil {
+			t.Error(err)
+		}
+		if t.Failed() {
+			t.Logf("%s's output (the end):\n%s", id, cmd.LogTail(4096))
+		}
 	})
 	return cmd
 }
@@ -164,20 +167,16 @@ func readJournal(t *testing.T, s *redisproc.Server) []string {
 
 func TestMutualExclusionAcrossProcesses(t *testing.T) {
 	s := redistest.Start(t, redisproc.Options{})
-	var cmds []*exec.Cmd
+	var cmds []*proc.Process
 	for i := 0; i < 3; i++ {
 		cmds = append(cmds, spawn(t, s, "lock", fmt.Sprintf("p%d", i)))
 	}
 	for _, cmd := range cmds {
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatalf("child: %v", err)
-			}
-		case <-time.After(60 * time.Second):
-			t.Fatal("child still running after 60s")
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		err := cmd.Wait(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("child: %v", err)
 		}
 	}
 	lines := readJournal(t, s)
@@ -225,7 +224,7 @@ func waitLead(t *testing.T, s *redisproc.Server, skip int, timeout time.Duration
 // margin, a SIGTERMed one at once.
 func TestElectorFailoverAcrossProcesses(t *testing.T) {
 	s := redistest.Start(t, redisproc.Options{})
-	procs := map[string]*exec.Cmd{}
+	procs := map[string]*proc.Process{}
 	for i := 0; i < 3; i++ {
 		id := "e" + strconv.Itoa(i)
 		procs[id] = spawn(t, s, "elect", id)
@@ -233,7 +232,7 @@ func TestElectorFailoverAcrossProcesses(t *testing.T) {
 	leader, seen := waitLead(t, s, 0, 10*time.Second)
 
 	killed := time.Now()
-	if err := procs[leader].Process.Kill(); err != nil {
+	if err := procs[leader].Kill(); err != nil {
 		t.Fatal(err)
 	}
 	next, seen := waitLead(t, s, seen, 5*time.Second)
@@ -243,7 +242,7 @@ func TestElectorFailoverAcrossProcesses(t *testing.T) {
 	}
 
 	termed := time.Now()
-	if err := procs[next].Process.Signal(syscall.SIGTERM); err != nil {
+	if err := procs[next].Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	third, _ := waitLead(t, s, seen, 5*time.Second)
@@ -262,7 +261,7 @@ func TestElectorFailoverAcrossProcesses(t *testing.T) {
 // on waking, not act as leader, even before its timers have run.
 func TestPausedLeaderDoesNotActAfterWaking(t *testing.T) {
 	s := redistest.Start(t, redisproc.Options{})
-	procs := map[string]*exec.Cmd{}
+	procs := map[string]*proc.Process{}
 	for i := 0; i < 3; i++ {
 		id := "a" + strconv.Itoa(i)
 		procs[id] = spawn(t, s, "act", id)
@@ -284,13 +283,13 @@ func TestPausedLeaderDoesNotActAfterWaking(t *testing.T) {
 		return who, at
 	}
 	paused, _ := firstAct(0, "")
-	if err := procs[paused].Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := procs[paused].Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	// Past the 500ms ttl another candidate leads and acts.
 	_, takeover := firstAct(0, paused)
 	woken := time.Now().UnixNano() // no check of the paused process can start before this
-	if err := procs[paused].Process.Signal(syscall.SIGCONT); err != nil {
+	if err := procs[paused].Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 5*time.Second, "the woken leader to step down", func() bool {

@@ -1,13 +1,12 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -19,6 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/redislock/redislock/internal/agent"
+	"github.com/redislock/redislock/internal/leaderhttp"
+	"github.com/redislock/redislock/internal/proc"
 	"github.com/redislock/redislock/internal/redisproc"
 	"github.com/redislock/redislock/internal/redistest"
 )
@@ -45,7 +46,6 @@ func TestThreeAgentsOneLeaderThroughFaults(t *testing.T) {
 		mustKubectl(t, "run", "-n", ns, id, "--image=example.test/worker:1", "--restart=Never")
 		fl.start(id, freeAddr(t))
 	}
-	t.Cleanup(fl.stopAll)
 	p := startPoller(fl)
 	t.Cleanup(p.stop)
 	ttl := faultTiming.lease
@@ -166,16 +166,6 @@ func agentUser(t *testing.T, ns string) string {
 	return path
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().String()
-}
-
 // agentFleet runs agent processes.
 type agentFleet struct {
 	t                         *testing.T
@@ -186,10 +176,8 @@ type agentFleet struct {
 }
 
 type agentProc struct {
-	id, addr, logPath string
-	cmd               *exec.Cmd
-	exited            chan struct{}
-	exitErr           error
+	id, addr string
+	*proc.Process
 }
 
 func (f *agentFleet) addrs() map[string]string {
@@ -204,29 +192,15 @@ func (f *agentFleet) addrs() map[string]string {
 
 func (f *agentFleet) leaderFile(id string) string { return filepath.Join(f.dir, id+".json") }
 
-// start starts the agent id, listening on addr.
+// start starts the agent id, listening on addr. It is killed when the
+// test ends, and its output shown if the test failed.
 func (f *agentFleet) start(id, addr string) {
 	f.t.Helper()
-	p := &agentProc{id: id, addr: addr, logPath: filepath.Join(f.dir, id+".log"), exited: make(chan struct{})}
-	logFile, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	p.cmd = exec.Command(f.bin, "agent", "-lock="+f.lock, "-http-address="+addr, "-label-pod", "-leader-file="+f.leaderFile(id))
-	p.cmd.Env = append(os.Environ(), "KUBECONFIG="+f.kubeconfig, "POD_NAME="+id, "POD_NAMESPACE="+f.ns)
-	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := p.cmd.Start(); err != nil {
-		_ = logFile.Close()
-		f.t.Fatal(err)
-	}
-	go func() {
-		p.exitErr = p.cmd.Wait()
-		_ = logFile.Close()
-		close(p.exited)
-	}()
+	p := startProc(f.t, 3072, proc.Options{Name: "agent " + id, Path: f.bin,
+		Args: []string{"agent", "-lock=" + f.lock, "-http-address=" + addr, "-label-pod", "-leader-file=" + f.leaderFile(id)},
+		Env:  []string{"KUBECONFIG=" + f.kubeconfig, "POD_NAME=" + id, "POD_NAMESPACE=" + f.ns}, Log: filepath.Join(f.dir, id+".log")})
 	f.mu.Lock()
-	f.procs[id] = p
+	f.procs[id] = &agentProc{id: id, addr: addr, Process: p}
 	f.mu.Unlock()
 }
 
@@ -238,41 +212,19 @@ func (f *agentFleet) proc(id string) *agentProc {
 
 func (f *agentFleet) signal(id string, sig syscall.Signal) {
 	f.t.Helper()
-	if err := f.proc(id).cmd.Process.Signal(sig); err != nil {
+	if err := f.proc(id).Signal(sig); err != nil {
 		f.t.Fatalf("signal %v to %s: %v", sig, id, err)
 	}
 	if sig == syscall.SIGKILL {
-		<-f.proc(id).exited
+		<-f.proc(id).Done()
 	}
 }
 
 // waitExit waits for id to exit and returns its exit error.
 func (f *agentFleet) waitExit(id string, within time.Duration) error {
-	p := f.proc(id)
-	select {
-	case <-p.exited:
-		return p.exitErr
-	case <-time.After(within):
-		return fmt.Errorf("still running %v later", within)
-	}
-}
-
-func (f *agentFleet) stopAll() {
-	f.mu.Lock()
-	var procs []*agentProc
-	for _, p := range f.procs {
-		procs = append(procs, p)
-	}
-	f.mu.Unlock()
-	for _, p := range procs {
-		_ = p.cmd.Process.Signal(syscall.SIGCONT)
-		_ = p.cmd.Process.Kill()
-		<-p.exited
-		if f.t.Failed() {
-			out, _ := os.ReadFile(p.logPath)
-			f.t.Logf("agent %s output (last 3KiB):\n%s", p.id, tail(out, 3072))
-		}
-	}
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	return f.proc(id).Wait(ctx)
 }
 
 // waitLabels waits until the pod leader has the label true and the others
@@ -303,7 +255,7 @@ func waitLabels(t *testing.T, ns, leader string, ids []string) {
 // fencing token /leader gives.
 func waitLeaderFile(t *testing.T, fl *agentFleet, leader string) {
 	t.Helper()
-	var st agent.Status
+	var st leaderhttp.Status
 	waitUntil(t, 10*time.Second, leader+"'s leader file to say it leads", func() bool {
 		b, err := os.ReadFile(fl.leaderFile(leader))
 		if err != nil || json.Unmarshal(b, &st) != nil {
@@ -311,13 +263,10 @@ func waitLeaderFile(t *testing.T, fl *agentFleet, leader string) {
 		}
 		return st.Leading
 	})
-	resp, err := http.Get("http://" + fl.proc(leader).addr + "/leader")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	live, _, err := leaderhttp.Get(ctx, "http://"+fl.proc(leader).addr+"/leader")
 	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	var live agent.Status
-	if err := json.NewDecoder(resp.Body).Decode(&live); err != nil {
 		t.Fatal(err)
 	}
 	if live.FencingToken != st.FencingToken || st.ValidUntil == nil {

@@ -5,12 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -20,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redislock/redislock/internal/leaderhttp"
+	"github.com/redislock/redislock/internal/proc"
 	"github.com/redislock/redislock/internal/redisproc"
 	"github.com/redislock/redislock/internal/redistest"
 )
@@ -99,8 +99,7 @@ type chaosRun struct {
 // chaosCandidate is one candidate process.
 type chaosCandidate struct {
 	id, kind, addr string
-	cmd            *exec.Cmd
-	exited         chan struct{}
+	*proc.Process
 }
 
 // journalEntry is a candidate's own record that it began to lead.
@@ -282,41 +281,24 @@ func waitChaosLeader(t *testing.T, p *poller, within time.Duration) {
 // on addr.
 func (r *chaosRun) start(id, kind, addr string) {
 	r.t.Helper()
-	c := &chaosCandidate{id: id, kind: kind, addr: addr, exited: make(chan struct{})}
-	switch kind {
-	case "agent":
-		c.cmd = exec.Command(r.bins.redislock, "agent", "-lock=chaos", "-http-address="+addr, "-zap-time-encoding=rfc3339nano")
-		c.cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfigPath, "POD_NAME="+id, "POD_NAMESPACE="+r.ns)
-	default:
-		c.cmd = exec.Command(r.bins.operator, "-election=redis", "-redislock="+r.ns+"/chaos", "-identity="+id, "-http-address="+addr)
-		c.cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfigPath)
-	}
-	logFile, err := os.OpenFile(filepath.Join(r.dir, id+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
-	if err != nil {
-		r.t.Fatal(err)
-	}
+	o := proc.Options{Name: id, Env: []string{"KUBECONFIG=" + kubeconfigPath}, Log: filepath.Join(r.dir, id+".log")}
 	// The journal is on stdout for the plugin (LEADING lines), in the
 	// logs on stderr for the agent; both also go to the log file.
-	var journal io.ReadCloser
-	if kind == "agent" {
-		c.cmd.Stdout = logFile
-		journal, err = c.cmd.StderrPipe()
-	} else {
-		c.cmd.Stderr = logFile
-		journal, err = c.cmd.StdoutPipe()
+	journal := func(line string) { r.journalLine(id, kind, line) }
+	switch kind {
+	case "agent":
+		o.Path, o.Args, o.Stderr = r.bins.redislock, []string{"agent", "-lock=chaos", "-http-address=" + addr, "-zap-time-encoding=rfc3339nano"}, journal
+		o.Env = append(o.Env, "POD_NAME="+id, "POD_NAMESPACE="+r.ns)
+	default:
+		o.Path, o.Args, o.Stdout = r.bins.operator, []string{"-election=redis", "-redislock=" + r.ns + "/chaos", "-identity=" + id, "-http-address=" + addr}, journal
 	}
+	p, err := proc.Start(o)
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := c.cmd.Start(); err != nil {
-		r.t.Fatal(err)
-	}
+	c := &chaosCandidate{id: id, kind: kind, addr: addr, Process: p}
 	go func() {
-		r.readJournal(id, kind, io.TeeReader(journal, logFile))
-		_ = c.cmd.Wait()
-		_ = logFile.Close()
-		close(c.exited)
+		<-p.Done()
 		// Like a container with restartPolicy Always: a candidate that
 		// exits (the plugin does when it loses leadership) or is killed
 		// comes back a second later, until the run stops.
@@ -334,43 +316,39 @@ func (r *chaosRun) start(id, kind, addr string) {
 	r.mu.Unlock()
 }
 
-// readJournal keeps the candidate's own records of leading: the plugin's
+// journalLine keeps the candidate's own records of leading: the plugin's
 // LEADING lines, the agent's "started leading" logs (with their fence).
-func (r *chaosRun) readJournal(id, kind string, out io.Reader) {
-	sc := bufio.NewScanner(out)
-	for sc.Scan() {
-		line := sc.Text()
-		var e journalEntry
-		switch kind {
-		case "plugin":
-			f := strings.Fields(line)
-			if len(f) != 3 || f[0] != "LEADING" {
-				continue
-			}
-			nanos, err := strconv.ParseInt(f[2], 10, 64)
-			if err != nil {
-				continue
-			}
-			e = journalEntry{id: id, at: time.Unix(0, nanos)}
-		default:
-			var l struct {
-				Ts    string `json:"ts"`
-				Msg   string `json:"msg"`
-				Fence int64  `json:"fence"`
-			}
-			if json.Unmarshal([]byte(line), &l) != nil || l.Msg != "started leading" {
-				continue
-			}
-			at, err := time.Parse(time.RFC3339Nano, l.Ts)
-			if err != nil {
-				continue
-			}
-			e = journalEntry{id: id, at: at, fence: l.Fence}
+func (r *chaosRun) journalLine(id, kind, line string) {
+	var e journalEntry
+	switch kind {
+	case "plugin":
+		f := strings.Fields(line)
+		if len(f) != 3 || f[0] != "LEADING" {
+			return
 		}
-		r.mu.Lock()
-		r.journal = append(r.journal, e)
-		r.mu.Unlock()
+		nanos, err := strconv.ParseInt(f[2], 10, 64)
+		if err != nil {
+			return
+		}
+		e = journalEntry{id: id, at: time.Unix(0, nanos)}
+	default:
+		var l struct {
+			Ts    string `json:"ts"`
+			Msg   string `json:"msg"`
+			Fence int64  `json:"fence"`
+		}
+		if json.Unmarshal([]byte(line), &l) != nil || l.Msg != "started leading" {
+			return
+		}
+		at, err := time.Parse(time.RFC3339Nano, l.Ts)
+		if err != nil {
+			return
+		}
+		e = journalEntry{id: id, at: at, fence: l.Fence}
 	}
+	r.mu.Lock()
+	r.journal = append(r.journal, e)
+	r.mu.Unlock()
 }
 
 // checkJournal checks the sampled terms against the candidates' own
@@ -442,23 +420,19 @@ func (r *chaosRun) pick(rng *rand.Rand) *chaosCandidate {
 	return r.procs[ids[rng.IntN(len(ids))]]
 }
 
-// leading asks a candidate's /leader once.
+// leading asks a candidate's /leader once, within 200ms.
 func leading(addr string) bool {
-	c := &http.Client{Timeout: 200 * time.Millisecond}
-	resp, err := c.Get("http://" + addr + "/leader")
-	if err != nil {
-		return false
-	}
-	_ = resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, code, err := leaderhttp.Get(ctx, "http://"+addr+"/leader")
+	return err == nil && code == http.StatusOK
 }
 
 // killAndRestart kills a candidate with SIGKILL; it restarts a second
 // later, as its container would.
 func (r *chaosRun) killAndRestart(rng *rand.Rand) string {
 	c := r.pick(rng)
-	_ = c.cmd.Process.Kill()
-	<-c.exited
+	_ = c.Kill() // fails only if the signal cannot be sent: then the fault is none
 	pause(time.Second)
 	return c.id
 }
@@ -466,9 +440,9 @@ func (r *chaosRun) killAndRestart(rng *rand.Rand) string {
 // stopPastTTL stops a candidate with SIGSTOP for longer than the ttl.
 func (r *chaosRun) stopPastTTL(rng *rand.Rand) string {
 	c := r.pick(rng)
-	_ = c.cmd.Process.Signal(syscall.SIGSTOP)
+	_ = c.Signal(syscall.SIGSTOP)
 	pause(faultTiming.lease + time.Second)
-	_ = c.cmd.Process.Signal(syscall.SIGCONT)
+	_ = c.Signal(syscall.SIGCONT)
 	return c.id
 }
 
@@ -499,14 +473,13 @@ func (r *chaosRun) stopAll() {
 	}
 	r.mu.Unlock()
 	for _, c := range procs {
-		_ = c.cmd.Process.Signal(syscall.SIGCONT)
-		_ = c.cmd.Process.Kill()
-		<-c.exited
+		if err := c.Kill(); err != nil {
+			r.t.Error(err)
+		}
 	}
 	if r.t.Failed() {
 		for _, c := range procs {
-			b, _ := os.ReadFile(filepath.Join(r.dir, c.id+".log"))
-			r.t.Logf("%s log (last 2KiB):\n%s", c.id, tail(b, 2048))
+			r.t.Logf("%s log (last 2KiB):\n%s", c.id, c.LogTail(2048))
 		}
 	}
 }
@@ -525,9 +498,9 @@ func (r *chaosRun) owner(addr net.Addr) string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for id, c := range r.procs {
-		fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", c.cmd.Process.Pid))
+		fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", c.Pid()))
 		for _, fd := range fds {
-			link, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", c.cmd.Process.Pid, fd.Name()))
+			link, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", c.Pid(), fd.Name()))
 			if link == "socket:["+inode+"]" {
 				return id
 			}

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"sort"
@@ -11,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redislock/redislock/internal/agent"
+	"github.com/redislock/redislock/internal/leaderhttp"
 )
 
 // The checker: it samples every candidate's GET /leader (the agent's, and
@@ -24,7 +23,7 @@ type sample struct {
 	id   string
 	sent time.Time
 	code int
-	st   agent.Status
+	st   leaderhttp.Status
 }
 
 // candidates are what a poller samples: each candidate's GET /leader
@@ -46,7 +45,6 @@ type poller struct {
 func startPoller(cs candidates) *poller {
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &poller{last: map[string]sample{}, cancel: cancel}
-	client := &http.Client{Timeout: 200 * time.Millisecond}
 	for id, addr := range cs.addrs() {
 		url := "http://" + addr + "/leader"
 		p.wg.Add(1)
@@ -60,28 +58,21 @@ func startPoller(cs candidates) *poller {
 					return
 				case <-tick.C:
 				}
-				p.add(p.poll(ctx, client, id, url))
+				p.add(p.poll(ctx, id, url))
 			}
 		}()
 	}
 	return p
 }
 
-func (p *poller) poll(ctx context.Context, c *http.Client, id, url string) sample {
+// poll asks url once, within 200ms; an error is a sample with code 0.
+func (p *poller) poll(ctx context.Context, id, url string) sample {
 	s := sample{id: id, sent: time.Now()}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return s
+	ctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if st, code, err := leaderhttp.Get(ctx, url); err == nil {
+		s.st, s.code = st, code
 	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return s
-	}
-	defer func() { _ = resp.Body.Close() }()
-	if err := json.NewDecoder(resp.Body).Decode(&s.st); err != nil {
-		return s
-	}
-	s.code = resp.StatusCode
 	return s
 }
 

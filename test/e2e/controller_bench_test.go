@@ -28,6 +28,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/redislock/redislock/api/v1alpha1"
+	"github.com/redislock/redislock/internal/proc"
 	"github.com/redislock/redislock/internal/redisproc"
 	"github.com/redislock/redislock/internal/redistest"
 	"github.com/redislock/redislock/pkg/redislock"
@@ -369,9 +370,9 @@ type memory struct {
 
 // readMemory reads VmRSS and VmHWM of the controller process from /proc
 // and go_memstats_heap_inuse_bytes from its /metrics at addr.
-func readMemory(t *testing.T, ctrl *controllerProc, addr string) memory {
+func readMemory(t *testing.T, ctrl *proc.Process, addr string) memory {
 	t.Helper()
-	status := fmt.Sprintf("/proc/%d/status", ctrl.cmd.Process.Pid)
+	status := fmt.Sprintf("/proc/%d/status", ctrl.Pid())
 	f, err := os.Open(status)
 	if err != nil {
 		t.Fatal(err)

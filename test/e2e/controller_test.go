@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redislock/redislock/internal/proc"
 	"github.com/redislock/redislock/internal/redisproc"
 	"github.com/redislock/redislock/internal/redistest"
 	"github.com/redislock/redislock/pkg/redislock"
@@ -35,7 +36,7 @@ func TestControllerBinaryShowsHolderInKubectlGet(t *testing.T) {
 	if f := strings.Fields(strings.Split(table, "\n")[1]); len(f) < 6 || f[1] != "orders-7d9f8b-x2kq4" || f[2] != "Standalone" || f[3] != "5s" || f[4] != "0" {
 		t.Fatalf("row %q; want NAME HOLDER MODE TTL TRANSITIONS AGE", f)
 	}
-	if err := ctrl.terminate(30 * time.Second); err != nil {
+	if err := ctrl.Stop(30 * time.Second); err != nil {
 		t.Fatalf("controller after SIGTERM: %v", err)
 	}
 }
@@ -49,7 +50,7 @@ func TestControllerReplicasElectWithARedisLock(t *testing.T) {
 	d := durations{lease: 3 * time.Second, renew: 2 * time.Second, retry: 500 * time.Millisecond}
 	createRedisLock(t, ns, "controller-leader", s, "s3cret", d)
 	flag := "-leader-election-redislock=" + ns + "/controller-leader"
-	replicas := map[string]*controllerProc{
+	replicas := map[string]*proc.Process{
 		"controller-a": startController(t, []string{"POD_NAME=controller-a"}, flag),
 		"controller-b": startController(t, []string{"POD_NAME=controller-b"}, flag),
 	}
@@ -62,7 +63,7 @@ func TestControllerReplicasElectWithARedisLock(t *testing.T) {
 		first = holder()
 		return replicas[first] != nil
 	})
-	if err := replicas[first].terminate(30 * time.Second); err != nil {
+	if err := replicas[first].Stop(30 * time.Second); err != nil {
 		t.Fatalf("%s after SIGTERM: %v", first, err)
 	}
 	var second string

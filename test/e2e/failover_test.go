@@ -1,10 +1,8 @@
 package e2e
 
 import (
-	"bufio"
+	"context"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -13,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redislock/redislock/internal/proc"
 	"github.com/redislock/redislock/internal/redisproc"
 	"github.com/redislock/redislock/internal/redistest"
 )
@@ -150,9 +149,7 @@ func (e event) String() string {
 // replica is one sample operator process.
 type replica struct {
 	id       string
-	cmd      *exec.Cmd
-	logPath  string
-	exited   chan struct{}
+	p        *proc.Process
 	signaled bool // the test sent it a signal (under fleet.mu)
 	leading  bool // it printed LEADING (under fleet.mu)
 }
@@ -182,35 +179,19 @@ func newFleet(t *testing.T, bin string, args []string) *fleet {
 // start starts replica id.
 func (f *fleet) start(id string) {
 	f.t.Helper()
-	r := &replica{id: id, logPath: filepath.Join(f.dir, id+".log"), exited: make(chan struct{})}
-	logFile, err := os.Create(r.logPath)
+	r := &replica{id: id}
+	p, err := proc.Start(proc.Options{Name: id, Path: f.bin, Args: append(append([]string{}, f.args...), "-identity="+id),
+		Env: []string{"KUBECONFIG=" + kubeconfigPath}, Log: filepath.Join(f.dir, id+".log"), Stdout: func(line string) { f.line(r, line) }})
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	r.cmd = exec.Command(f.bin, append(append([]string{}, f.args...), "-identity="+id)...)
-	r.cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfigPath)
-	r.cmd.Stderr = logFile
-	r.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	stdout, err := r.cmd.StdoutPipe()
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	if err := r.cmd.Start(); err != nil {
-		_ = logFile.Close()
-		f.t.Fatal(err)
-	}
+	r.p = p
 	f.mu.Lock()
 	f.replicas[id] = r
 	f.mu.Unlock()
 	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			f.line(r, sc.Text())
-		}
-		err := r.cmd.Wait()
-		_ = logFile.Close()
-		f.add(r, event{kind: "EXIT", id: id, at: time.Now(), err: err})
-		close(r.exited)
+		<-p.Done() // every line is read
+		f.add(r, event{kind: "EXIT", id: id, at: time.Now(), err: p.Wait(context.Background())})
 	}()
 }
 
@@ -242,7 +223,7 @@ func (f *fleet) add(r *replica, e event) {
 	switch e.kind {
 	case "LEADING":
 		for _, o := range f.replicas {
-			if o != r && o.leading && !o.signaled && !isClosed(o.exited) {
+			if o != r && o.leading && !o.signaled && !o.p.Exited() {
 				f.overlaps = append(f.overlaps, fmt.Sprintf("%s printed LEADING at %s while %s, never signaled, still led", r.id, e.at.Format("15:04:05.000000"), o.id))
 			}
 		}
@@ -254,15 +235,6 @@ func (f *fleet) add(r *replica, e event) {
 	f.journal = append(f.journal, e)
 	close(f.changed)
 	f.changed = make(chan struct{})
-}
-
-func isClosed(c chan struct{}) bool {
-	select {
-	case <-c:
-		return true
-	default:
-		return false
-	}
 }
 
 // mark returns the journal's length, to wait for events after it.
@@ -350,12 +322,12 @@ func (f *fleet) trial(sig syscall.Signal, within time.Duration) (time.Duration, 
 	old.signaled = true
 	f.mu.Unlock()
 	t0 := time.Now()
-	if err := old.cmd.Process.Signal(sig); err != nil {
+	if err := old.p.Signal(sig); err != nil {
 		f.t.Fatalf("signal %v to %s: %v", sig, old.id, err)
 	}
 	next := f.waitLeading(from, old.id, within)
 	select {
-	case <-old.exited:
+	case <-old.p.Done():
 	case <-time.After(30 * time.Second):
 		f.t.Fatalf("%s still running 30s after %v; journal:\n%s", old.id, sig, f.dump())
 	}
@@ -397,8 +369,7 @@ func (f *fleet) log(id string) string {
 	f.mu.Lock()
 	r := f.replicas[id]
 	f.mu.Unlock()
-	out, _ := os.ReadFile(r.logPath)
-	return string(tail(out, 4096))
+	return r.p.LogTail(4096)
 }
 
 // stopAll kills every replica and waits for them; on failure it logs the
@@ -411,10 +382,9 @@ func (f *fleet) stopAll() {
 	}
 	f.mu.Unlock()
 	for _, r := range rs {
-		_ = r.cmd.Process.Kill()
-	}
-	for _, r := range rs {
-		<-r.exited
+		if err := r.p.Kill(); err != nil {
+			f.t.Error(err)
+		}
 	}
 	if f.t.Failed() {
 		f.t.Logf("journal:\n%s", f.dump())

@@ -2,13 +2,15 @@ package e2e
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"syscall"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/redislock/redislock/internal/proc"
 	"github.com/redislock/redislock/internal/redisproc"
 )
 
@@ -25,59 +27,44 @@ func goBuild(t *testing.T, pkg string) string {
 	return bin
 }
 
-// controllerProc is a running `redislock controller`.
-type controllerProc struct {
-	cmd     *exec.Cmd
-	exited  chan struct{}
-	exitErr error
-}
-
 // startController builds and starts `redislock controller` against the
 // test API server, with env added to its environment and args after the
 // defaults. It is killed when t ends; its output is shown if t failed.
-func startController(t *testing.T, env []string, args ...string) *controllerProc {
+func startController(t *testing.T, env []string, args ...string) *proc.Process {
 	t.Helper()
 	bin := goBuild(t, ".")
-	logPath := filepath.Join(t.TempDir(), "controller.log")
-	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	return startProc(t, 4096, proc.Options{Name: "controller", Path: bin,
+		Args: append([]string{"controller", "-metrics-bind-address=0", "-health-probe-bind-address=0"}, args...),
+		Env:  append([]string{"KUBECONFIG=" + kubeconfigPath}, env...), Log: filepath.Join(t.TempDir(), "controller.log")})
+}
+
+// startProc starts o; the process is killed when t ends, and the last
+// tail bytes of its output are shown if t failed.
+func startProc(t *testing.T, tail int64, o proc.Options) *proc.Process {
+	t.Helper()
+	p, err := proc.Start(o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &controllerProc{cmd: exec.Command(bin, append([]string{"controller", "-metrics-bind-address=0", "-health-probe-bind-address=0"}, args...)...), exited: make(chan struct{})}
-	c.cmd.Env = append(append(os.Environ(), "KUBECONFIG="+kubeconfigPath), env...)
-	c.cmd.Stdout, c.cmd.Stderr = logFile, logFile
-	c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := c.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		c.exitErr = c.cmd.Wait()
-		close(c.exited)
-	}()
 	t.Cleanup(func() {
-		_ = c.cmd.Process.Kill()
-		<-c.exited
-		_ = logFile.Close()
+		if err := p.Kill(); err != nil {
+			t.Error(err)
+		}
 		if t.Failed() {
-			out, _ := os.ReadFile(logPath)
-			t.Logf("controller output (last 4KiB):\n%s", tail(out, 4096))
+			t.Logf("%s output (last %d bytes):\n%s", p.Name(), tail, p.LogTail(tail))
 		}
 	})
-	return c
+	return p
 }
 
-// terminate sends SIGTERM and returns how the controller exited, or an
-// error if it has not within the timeout.
-func (c *controllerProc) terminate(within time.Duration) error {
-	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		return err
+// freeAddr returns a loopback address (host:port) free to listen on.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	port, err := proc.FreePort()
+	if err != nil {
+		t.Fatal(err)
 	}
-	select {
-	case <-c.exited:
-		return c.exitErr
-	case <-time.After(within):
-		return fmt.Errorf("controller still running %v after SIGTERM", within)
-	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 }
 
 // applyRedisLock applies, in ns, a Secret holding password and a RedisLock
@@ -135,11 +122,4 @@ func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-func tail(b []byte, n int) []byte {
-	if len(b) > n {
-		return b[len(b)-n:]
-	}
-	return b
 }

@@ -78,25 +78,12 @@ func run(m *testing.M, env *envtest.Environment) (int, error) {
 		return 0, fmt.Errorf("e2e: %w", err)
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
-	if err := writeKubeconfig(env, filepath.Join(dir, "kubeconfig")); err != nil {
+	if err := testenv.WriteAdminKubeconfig(env, "e2e-admin", filepath.Join(dir, "kubeconfig")); err != nil {
 		return 0, fmt.Errorf("e2e: %w", err)
 	}
 	kubeconfigPath = filepath.Join(dir, "kubeconfig")
 	testEnv = env
 	return m.Run(), nil
-}
-
-// writeKubeconfig provisions an admin user and writes its kubeconfig to path.
-func writeKubeconfig(env *envtest.Environment, path string) error {
-	user, err := env.AddUser(envtest.User{Name: "e2e-admin", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		return fmt.Errorf("adding the kubectl user: %w", err)
-	}
-	cfg, err := user.KubeConfig()
-	if err != nil {
-		return fmt.Errorf("making the kubeconfig: %w", err)
-	}
-	return os.WriteFile(path, cfg, 0o600)
 }
 
 // kubectl runs kubectl with args and returns its combined output.

@@ -198,7 +198,6 @@ func steadyCase(t *testing.T, bins steadyBinaries, method string, n int, d durat
 	}
 
 	fl := &agentFleet{t: t, bin: bins.redislock, ns: ns, lock: name, kubeconfig: agentUser(t, ns), dir: t.TempDir(), procs: map[string]*agentProc{}}
-	t.Cleanup(fl.stopAll)
 	// The pods the agents label, as the webhook's pods would be.
 	var pods strings.Builder
 	pods.WriteString("apiVersion: v1\nkind: List\nitems:\n")

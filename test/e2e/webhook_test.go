@@ -2,11 +2,13 @@ package e2e
 
 import (
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/redislock/redislock/internal/inject"
+	"github.com/redislock/redislock/internal/proc"
 	"github.com/redislock/redislock/internal/testenv"
 )
 
@@ -16,7 +18,11 @@ import (
 // inject the agent. A restarted controller reuses the stored certificate.
 func TestControllerIssuesWebhookCertificateAndInjects(t *testing.T) {
 	ns := newNamespace(t)
-	port := freePort(t)
+	p, err := proc.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := strconv.Itoa(p)
 	config := "redislock-injector-" + ns
 	applyWebhookConfiguration(t, config, ns, port)
 
@@ -56,7 +62,7 @@ func TestControllerIssuesWebhookCertificateAndInjects(t *testing.T) {
 	}
 	injected("app-1")
 
-	if err := ctrl.terminate(30 * time.Second); err != nil {
+	if err := ctrl.Stop(30 * time.Second); err != nil {
 		t.Fatalf("controller after SIGTERM: %v", err)
 	}
 	startController(t, env, args...)
@@ -100,13 +106,4 @@ func applyWebhookConfiguration(t *testing.T, name, ns, port string) {
 		t.Fatalf("apply webhook configuration: %v\n%s", err, res)
 	}
 	t.Cleanup(func() { _, _ = kubectl(t, "delete", "mutatingwebhookconfiguration", name) })
-}
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	_, port, err := net.SplitHostPort(freeAddr(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return port
 }

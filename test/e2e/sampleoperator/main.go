@@ -9,14 +9,13 @@
 //	LEADING <identity> <unix-nanos> this replica became the leader
 //
 // With -http-address it serves GET /leader as the agent does (200 while
-// election.Lock.Leading, else 503; JSON with observedAt), for the chaos
+// election.Lock.Leading, else 503; the agent's JSON, internal/leaderhttp), for the chaos
 // checker. Logs go to stderr. -election=lease runs controller-runtime's own Lease
 // election with the same durations, as the baseline.
 package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"net/http"
@@ -36,6 +35,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/redislock/redislock/internal/leaderhttp" // for the chaos checker only
 	"github.com/redislock/redislock/pkg/election"
 	"github.com/redislock/redislock/pkg/mgrelection" // (diff)
 )
@@ -205,20 +205,17 @@ func main() {
 }
 
 // serveLeader answers GET /leader from lock.Leading: the sample's view of
-// its own leadership, in the agent's JSON shape.
+// its own leadership, in the agent's JSON.
 func serveLeader(addr, identity, lockName string, lock *election.Lock) {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /leader", func(w http.ResponseWriter, _ *http.Request) {
+	mux.Handle("GET /leader", leaderhttp.Handler(func() leaderhttp.Status {
 		fence, at, ok := lock.Leading()
-		body := map[string]any{"leading": ok, "identity": identity, "lock": lockName, "observedAt": at}
-		code := http.StatusServiceUnavailable
+		st := leaderhttp.Status{Leading: ok, Identity: identity, Lock: lockName, ObservedAt: at}
 		if ok {
-			body["holder"], body["fencingToken"], code = identity, fence, http.StatusOK
+			st.Holder, st.FencingToken = identity, fence
 		}
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(code)
-		_ = json.NewEncoder(w).Encode(body)
-	})
+		return st
+	}))
 	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	if err := srv.ListenAndServe(); err != nil {
 		setupLog.Error(err, "serve /leader")

@@ -1,0 +1,78 @@
+// Package leaderhttp is GET /leader: the answer a candidate gives about its
+// own leadership (the agent's, and the sample operator's for the chaos
+// checker), the handler that serves it and the client that asks for it.
+// The JSON is the one README.md documents; the status code is 200 while
+// the candidate leads and 503 otherwise.
+package leaderhttp
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// Status is the /leader answer (and the agent's leader file).
+type Status struct {
+	// Leading reports whether this pod leads at ObservedAt.
+	Leading bool `json:"leading"`
+	// Identity is this pod's identity (its name).
+	Identity string `json:"identity"`
+	// Holder is the identity of the leader last observed; empty when
+	// unknown, as right after this pod stepped down.
+	Holder string `json:"holder,omitempty"`
+	// Lock is the lock's name in Redis, "<namespace>/<lockName>".
+	Lock string `json:"lock"`
+	// FencingToken is the held lock's fencing token while Leading. Pass it
+	// to any downstream system that can reject stale writers.
+	FencingToken int64 `json:"fencingToken,omitempty"`
+	// ValidUntil is the step-down deadline while Leading: the app may act
+	// as leader until then unless a later answer extends it.
+	ValidUntil *time.Time `json:"validUntil,omitempty"`
+	// ObservedAt is the instant the answer is true of.
+	ObservedAt time.Time `json:"observedAt"`
+	// Error says why the agent cannot campaign, or why its last attempt
+	// failed for a reason other than another pod's leading: the RedisLock
+	// cannot be read, Redis is unreachable, the restart guard holds the
+	// lock back, the key holds a value this project did not write. Empty
+	// while it leads or a healthy standby.
+	Error string `json:"error,omitempty"`
+}
+
+// Handler answers each request with status() as JSON, never cached: 200
+// when it says Leading, else 503. status is called once per request, so
+// the code and the body agree.
+func Handler(status func() Status) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		st := status()
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		if st.Leading {
+			w.WriteHeader(http.StatusOK)
+		} else {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		_ = json.NewEncoder(w).Encode(st) // the client is gone; nothing to tell
+	})
+}
+
+// Get asks url (http://host:port/leader) once, within ctx, and returns the
+// answer and its status code. An error means no answer: refused, timed
+// out, or a body that is not a Status.
+func Get(ctx context.Context, url string) (Status, int, error) {
+	var st Status
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return st, 0, fmt.Errorf("leaderhttp: %w", err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return st, 0, fmt.Errorf("leaderhttp: %w", err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return st, 0, fmt.Errorf("leaderhttp: GET %s: %d with a body that is not a status: %w", url, resp.StatusCode, err)
+	}
+	return st, resp.StatusCode, nil
+}
