@@ -57,17 +57,8 @@ func TestFailoverBenchmark(t *testing.T) {
 	var results []benchResult
 	for _, method := range []string{"redis", "lease"} {
 		t.Run(method, func(t *testing.T) {
-			var ns string
-			var args []string
-			if method == "redis" {
-				var name string
-				_, ns, name = startRedisLock(t, d)
-				args = redisArgs(ns, name)
-			} else {
-				ns = newNamespace(t)
-				args = leaseArgs(ns, d)
-			}
-			r := runBench(t, newFleet(t, bin, args), d, trials)
+			f, ns := methodFleet(t, bin, method, d)
+			r := runBench(t, f, d, trials)
 			r.method = method
 			r.writesPerMin = electionWrites(t, ns, window)
 			t.Logf("%s: election API writes over %v idle: %.1f/min", method, window, r.writesPerMin)

@@ -109,6 +109,19 @@ func startRedisLock(t *testing.T, d durations) (s *redisproc.Server, ns, name st
 	return s, ns, name
 }
 
+// methodFleet returns a fleet of the sample operator that elects by
+// method, "redis" (a RedisLock with timing d on a new Redis and
+// controller) or "lease", and the namespace it elects in.
+func methodFleet(t *testing.T, bin, method string, d durations) (*fleet, string) {
+	t.Helper()
+	if method == "redis" {
+		_, ns, name := startRedisLock(t, d)
+		return newFleet(t, bin, redisArgs(ns, name)), ns
+	}
+	ns := newNamespace(t)
+	return newFleet(t, bin, leaseArgs(ns, d)), ns
+}
+
 func redisArgs(ns, name string) []string {
 	return []string{"-election=redis", "-redislock=" + ns + "/" + name}
 }
@@ -132,14 +145,18 @@ func waitHolder(t *testing.T, ns, name, want string, within time.Duration) {
 
 // event is a line a replica printed, or its exit.
 type event struct {
-	kind string    // STARTED, LEADING or EXIT
+	kind string    // STARTED, LEADING, RECONCILING, RECONCILED or EXIT
 	id   string    // the replica's identity
-	at   time.Time // LEADING: the time it printed; else when the test read it
+	at   time.Time // LEADING, RECONCILING: when printed; RECONCILED: when its write was sent; else when the test read it
+	seq  string    // RECONCILING, RECONCILED: the probe's seq
 	err  error     // EXIT: what Wait returned
 }
 
 func (e event) String() string {
 	s := fmt.Sprintf("%s %s %s", e.at.Format("15:04:05.000000"), e.kind, e.id)
+	if e.seq != "" {
+		s += " seq " + e.seq
+	}
 	if e.err != nil {
 		s += " (" + e.err.Error() + ")"
 	}
@@ -179,11 +196,18 @@ func newFleet(t *testing.T, bin string, args []string) *fleet {
 // start starts replica id.
 func (f *fleet) start(id string) {
 	f.t.Helper()
+	if err := f.launch(id); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// launch starts replica id, replacing any earlier replica of that name.
+func (f *fleet) launch(id string) error {
 	r := &replica{id: id}
 	p, err := proc.Start(proc.Options{Name: id, Path: f.bin, Args: append(append([]string{}, f.args...), "-identity="+id),
 		Env: []string{"KUBECONFIG=" + kubeconfigPath}, Log: filepath.Join(f.dir, id+".log"), Stdout: func(line string) { f.line(r, line) }})
 	if err != nil {
-		f.t.Fatal(err)
+		return err
 	}
 	r.p = p
 	f.mu.Lock()
@@ -193,6 +217,7 @@ func (f *fleet) start(id string) {
 		<-p.Done() // every line is read
 		f.add(r, event{kind: "EXIT", id: id, at: time.Now(), err: p.Wait(context.Background())})
 	}()
+	return nil
 }
 
 // line records a line of r's stdout.
@@ -212,6 +237,13 @@ func (f *fleet) line(r *replica, line string) {
 			return
 		}
 		f.add(r, event{kind: "LEADING", id: r.id, at: time.Unix(0, nanos)})
+	case len(fields) == 4 && (fields[0] == "RECONCILING" || fields[0] == "RECONCILED") && fields[1] == r.id:
+		nanos, err := strconv.ParseInt(fields[3], 10, 64)
+		if err != nil {
+			f.t.Errorf("%s printed a bad %s line %q", r.id, fields[0], line)
+			return
+		}
+		f.add(r, event{kind: fields[0], id: r.id, at: time.Unix(0, nanos), seq: fields[2]})
 	default:
 		f.t.Errorf("%s printed an unexpected line on stdout: %q", r.id, line)
 	}

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -9,6 +10,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/redislock/redislock/internal/proc"
 	"github.com/redislock/redislock/internal/redisproc"
@@ -115,11 +118,7 @@ var faultTiming = durations{lease: 2 * time.Second, renew: 1500 * time.Milliseco
 // waitUntil polls cond every 50ms until it holds or within has passed.
 func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, within, true, func(context.Context) (bool, error) { return cond(), nil }); err != nil {
+		t.Fatalf("timed out after %v waiting for %s", within, what)
 	}
 }

@@ -130,6 +130,25 @@ func newNamespace(t *testing.T) string {
 	}
 	ns := prefix + name
 	mustKubectl(t, "create", "namespace", ns)
+	// envtest runs no namespace controller: without this, the RedisLocks
+	// would outlive the test and every later controller would reconcile
+	// them, dialling whatever hosts they name (cluster names, in the
+	// validation tests). Finalizers go first, so that nothing waits.
+	t.Cleanup(func() {
+		names, err := kubectl(t, "get", "redislocks", "-n", ns, "-o", "name")
+		if err != nil {
+			t.Errorf("list the RedisLocks of %s: %v: %s", ns, err, names)
+			return
+		}
+		for _, n := range strings.Fields(names) {
+			if out, err := kubectl(t, "patch", "-n", ns, n, "--type=merge", "-p", `{"metadata":{"finalizers":null}}`); err != nil && !strings.Contains(out, "NotFound") {
+				t.Errorf("drop the finalizers of %s: %v: %s", n, err, out)
+			}
+		}
+		if out, err := kubectl(t, "delete", "redislocks", "--all", "-n", ns, "--wait=false"); err != nil {
+			t.Errorf("delete the RedisLocks of %s: %v: %s", ns, err, out)
+		}
+	})
 	return ns
 }
 

@@ -49,18 +49,53 @@ func init() {
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 }
 
-// ConfigMapReconciler is the operator's trivial reconciler: it logs.
+// ConfigMapReconciler is the operator's trivial reconciler: it logs, and
+// for a probe ConfigMap (label ProbeLabel) it writes: the annotation
+// WrittenPrefix+identity set to the ConfigMap's data["seq"], once per
+// seq, so that the tests can tell when a replica's write reached the API
+// server, and whose.
 type ConfigMapReconciler struct {
 	client.Client
+	Identity string
+	// Hold is how long a probe's reconcile waits between reading the
+	// ConfigMap and writing it (after printing RECONCILING), so that a
+	// test can pause the process mid-reconcile.
+	Hold time.Duration
 }
 
-// Reconcile logs the ConfigMap it is called for.
+// The probe's label and annotation prefix.
+const (
+	ProbeLabel    = "e2e.redislock.io/probe"
+	WrittenPrefix = "e2e.redislock.io/written-by-"
+)
+
+// Reconcile logs the ConfigMap it is called for, and writes a probe.
 func (r *ConfigMapReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var cm corev1.ConfigMap
 	if err := r.Get(ctx, req.NamespacedName, &cm); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	ctrl.LoggerFrom(ctx).Info("reconciled", "keys", len(cm.Data))
+	seq, key := cm.Data["seq"], WrittenPrefix+r.Identity
+	if cm.Labels[ProbeLabel] == "" || cm.Annotations[key] == seq {
+		return ctrl.Result{}, nil
+	}
+	say("RECONCILING %s %s %d", r.Identity, seq, time.Now().UnixNano())
+	select {
+	case <-ctx.Done():
+		return ctrl.Result{}, ctx.Err()
+	case <-time.After(r.Hold):
+	}
+	patch := client.MergeFrom(cm.DeepCopy())
+	if cm.Annotations == nil {
+		cm.Annotations = map[string]string{}
+	}
+	cm.Annotations[key] = seq
+	sent := time.Now().UnixNano()
+	if err := r.Patch(ctx, &cm, patch); err != nil {
+		return ctrl.Result{}, err
+	}
+	say("RECONCILED %s %s %d", r.Identity, seq, sent)
 	return ctrl.Result{}, nil
 }
 
@@ -96,6 +131,8 @@ func main() {
 		retryPeriod    time.Duration
 		identity       string
 		httpAddr       string
+		writeGate      bool
+		probeHold      time.Duration
 	)
 	hostname, _ := os.Hostname()
 	flag.StringVar(&electionKind, "election", "redis", "leader election: redis (a RedisLock) or lease (controller-runtime's Lease)")
@@ -109,6 +146,8 @@ func main() {
 	flag.DurationVar(&retryPeriod, "retry-period", 2*time.Second, "RetryPeriod (for -election=lease)")
 	flag.StringVar(&identity, "identity", fmt.Sprintf("%s_%d", hostname, os.Getpid()), "this replica's identity in the election")
 	flag.StringVar(&httpAddr, "http-address", "", "serve GET /leader here (for -election=redis)")
+	flag.BoolVar(&writeGate, "write-gate", false, "refuse the manager's writes while the lock is not held (for -election=redis)")
+	flag.DurationVar(&probeHold, "probe-hold", 0, "how long a probe ConfigMap's reconcile waits before it writes")
 	opts := zap.Options{Development: true, DestWriter: os.Stderr}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -129,9 +168,10 @@ func main() {
 	// options instead; that is the whole change (the "lease" case is only
 	// this sample's baseline, the stock Lease election with the same
 	// durations). Elsewhere the diff is small and marked "(diff)": the
-	// pkg/election import, the -redislock and -identity flags, and ctx and
-	// cfg taken before NewManager (stock code inlines them in NewManager
-	// and mgr.Start) because ForRedisLock needs them.
+	// pkg/mgrelection import, the -redislock and -identity flags, and ctx
+	// and cfg taken before NewManager (stock code inlines them in
+	// NewManager and mgr.Start) because ForRedisLock needs them; the
+	// write gate (-write-gate here) is one more, optional, line.
 	closeElection := func() {}
 	switch electionKind {
 	case "redis":
@@ -147,6 +187,9 @@ func main() {
 		}
 		closeElection = e.Close // after mgr.Start returns
 		e.Apply(&mgrOpts)
+		if writeGate {
+			cfg = e.Lock.Gate(cfg) // (diff, optional) writes pass only while leading
+		}
 		if httpAddr != "" {
 			go serveLeader(httpAddr, identity, ns+"/"+name, e.Lock)
 		}
@@ -171,7 +214,7 @@ func main() {
 		setupLog.Error(err, "unable to start manager")
 		os.Exit(1)
 	}
-	if err := (&ConfigMapReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+	if err := (&ConfigMapReconciler{Client: mgr.GetClient(), Identity: identity, Hold: probeHold}).SetupWithManager(mgr); err != nil {
 		setupLog.Error(err, "unable to create controller", "controller", "ConfigMap")
 		os.Exit(1)
 	}
