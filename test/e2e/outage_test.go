@@ -88,7 +88,7 @@ func outageScenario(t *testing.T, method string, f *fleet, ns string) outageRow 
 			}
 		}
 	}
-	t.Cleanup(resume) // whatever happens, the other tests get their API server back
+	t.Cleanup(resume)           // whatever happens, the other tests get their API server back
 	time.Sleep(apiServerOutage) // the scenario itself: the API server is away this long
 	resume()
 	back := time.Now()
