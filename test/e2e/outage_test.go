@@ -13,6 +13,10 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/redislock/redislock/internal/leaderhttp"
+	"github.com/redislock/redislock/internal/redisproc"
+	"github.com/redislock/redislock/internal/redistest"
 )
 
 // apiServerOutage is how long the outage scenario keeps the API server
@@ -60,6 +64,54 @@ func TestLeadershipThroughAPIServerOutage(t *testing.T) {
 			t.Error(err)
 		}
 	}
+}
+
+// TestAgentLeadsThroughAPIServerOutage: three injected agents (as local
+// processes) on a RedisLock; while kube-apiserver is stopped for 30s, the
+// leading agent keeps leading, every /leader answer of every agent agrees
+// on it, and its /leader says nothing of the API server: leadership does
+// not depend on it. The pod label, which needs the API server, catches up
+// when it is back.
+func TestAgentLeadsThroughAPIServerOutage(t *testing.T) {
+	s := redistest.Start(t, redisproc.Options{Password: "outage-pass"})
+	startController(t, nil)
+	ns := newNamespace(t)
+	applyRedisLock(t, ns, "worker", s, "outage-pass", faultTiming)
+	fl := &agentFleet{t: t, bin: goBuild(t, "."), ns: ns, lock: "worker", kubeconfig: agentUser(t, ns), dir: t.TempDir(), procs: map[string]*agentProc{}}
+	ids := []string{"worker-a", "worker-b", "worker-c"}
+	for _, id := range ids {
+		mustKubectl(t, "run", "-n", ns, id, "--image=example.test/worker:1", "--restart=Never")
+		fl.start(id, freeAddr(t))
+	}
+	p := startPoller(fl)
+	t.Cleanup(p.stop)
+	leader := p.waitLeader(t, "", 3*faultTiming.lease+5*time.Second)
+	waitLabels(t, ns, leader, ids)
+	pid := apiServerPid(t)
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	t.Cleanup(resume)
+	p.steady(t, apiServerOutage) // one leader, every answer, throughout
+	during, _, err := leaderhttp.Get(context.Background(), "http://"+fl.proc(leader).addr+"/leader")
+	resume()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the leader's /leader with the API server stopped for %v: %+v", apiServerOutage, during)
+	if got := p.leaders(); len(got) != 1 || got[0] != leader || !during.Leading || during.Error != "" {
+		t.Fatalf("leaders %v after the outage, /leader during it %+v; want %s leading throughout, with no error", got, during, leader)
+	}
+	waitLabels(t, ns, leader, ids)
 }
 
 // outageScenario runs the outage on f, whose replicas elect by method and
