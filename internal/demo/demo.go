@@ -392,39 +392,29 @@ func (d *demo) scenario(ctx context.Context) error {
 // election in its steady state after the scenario, and prints a line
 // before and a table after.
 func (d *demo) commandRates(ctx context.Context) error {
-	clients := make([]*redis.Client, len(d.nodes))
+	clients := make([]redis.UniversalClient, len(d.nodes))
 	for i, n := range d.nodes {
-		clients[i] = n.Client()
-		defer func() { _ = clients[i].Close() }() // its commands are counted
+		c := n.Client()
+		defer func() { _ = c.Close() }() // its commands are counted
+		clients[i] = c
 	}
-	var before, after []redisstats.Counts
-	read := func(into *[]redisstats.Counts) error {
-		for i, c := range clients {
-			counts, err := redisstats.Read(ctx, c)
-			if err != nil {
-				return fmt.Errorf("demo: %s: %w", d.nodes[i].Addr, err)
-			}
-			*into = append(*into, counts)
-		}
-		return nil
+	w, err := redisstats.Begin(ctx, clients...)
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
 	}
-	if err := read(&before); err != nil {
-		return err
-	}
-	from := time.Now()
 	d.event("counting each Redis node's commands for %v (INFO commandstats): %d operators on %s/%s and %d agents on %s/%s electing (one leader each), and the controller",
 		rateWindow, running(d.operators), namespace, operatorLock, running(d.agents), namespace, workerLock)
 	if err := pause(ctx, rateWindow); err != nil {
 		return fmt.Errorf("demo: counting commands: %w", err)
 	}
-	if err := read(&after); err != nil {
-		return err
+	counts, took, err := w.End(ctx)
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
 	}
-	secs := time.Since(from).Seconds()
+	secs := took.Seconds()
 	rows := []string{"REDIS NODE\tSCRIPTS/s\tPUBLISH/s\tALL COMMANDS/s"}
 	for i, n := range d.nodes {
-		diff := after[i].Sub(before[i])
-		r := NodeRate{Addr: n.Addr, Scripts: float64(diff.Scripts()) / secs, Publish: float64(diff["publish"]) / secs, Total: float64(diff.Total()) / secs}
+		r := NodeRate{Addr: n.Addr, Scripts: float64(counts[i].Scripts()) / secs, Publish: float64(counts[i]["publish"]) / secs, Total: float64(counts[i].Total()) / secs}
 		d.res.Rates = append(d.res.Rates, r)
 		rows = append(rows, fmt.Sprintf("%s\t%.1f\t%.1f\t%.1f", r.Addr, r.Scripts, r.Publish, r.Total))
 	}
