@@ -150,10 +150,7 @@ func Run(ctx context.Context, c Config) (res Result, err error) {
 		return res, fmt.Errorf("demo: start the control plane with the binaries in %s: %w", c.Assets, err)
 	}
 	d.env = []string{"KUBECONFIG=" + filepath.Join(d.dir, "kubeconfig")}
-	scheme, err := testenv.Scheme()
-	if err == nil {
-		d.k8s, err = client.New(cfg, client.Options{Scheme: scheme})
-	}
+	d.k8s, err = testenv.Client(cfg)
 	if err == nil {
 		err = testenv.WriteAdminKubeconfig(env, "demo-admin", filepath.Join(d.dir, "kubeconfig"))
 	}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
@@ -132,6 +133,16 @@ func Scheme() (*runtime.Scheme, error) {
 		return nil, err
 	}
 	return scheme, nil
+}
+
+// Client returns a client of cfg's API server that knows client-go's types
+// and RedisLocks (Scheme), reading straight from the server (no cache).
+func Client(cfg *rest.Config) (client.Client, error) {
+	scheme, err := Scheme()
+	if err != nil {
+		return nil, err
+	}
+	return client.New(cfg, client.Options{Scheme: scheme})
 }
 
 // LocalWebhookConfiguration returns the webhook configuration that `make
