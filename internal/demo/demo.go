@@ -296,28 +296,13 @@ func (d *demo) startCandidates(ctx context.Context) error {
 
 // startAgent creates the pod name and runs, as there is no kubelet here,
 // the agent container the webhook added: its args as the webhook wrote
-// them, the downward-API env filled in, the shared volume a directory. The
-// webhook server may still be starting (the API server then admits the pod
-// untouched: failurePolicy Ignore), so an untouched pod is deleted and
-// created again.
+// them, the downward-API env filled in, the shared volume a directory.
 func (d *demo) startAgent(ctx context.Context, name, port string, first bool) (*proc.Process, error) {
-	var agent corev1.Container
-	if err := waitFor(ctx, 30*time.Second, "the webhook to inject "+name, func(ctx context.Context) bool {
-		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: map[string]string{"app": "worker"},
-			Annotations: map[string]string{inject.LockAnnotation: workerLock, inject.PortAnnotation: port}},
-			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.test/worker:1"}}}}
-		if d.k8s.Create(ctx, pod) != nil {
-			return false
-		}
-		for _, c := range pod.Spec.InitContainers {
-			if agent = c; c.Name == inject.ContainerName {
-				return true
-			}
-		}
-		_ = d.k8s.Delete(ctx, pod, client.GracePeriodSeconds(0)) // if it stays, the next Create fails and tries again
-		return false
-	}); err != nil {
-		return nil, err
+	agent, err := testenv.CreateInjectedPod(ctx, d.k8s, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: map[string]string{"app": "worker"},
+		Annotations: map[string]string{inject.LockAnnotation: workerLock, inject.PortAnnotation: port}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.test/worker:1"}}}}, 30*time.Second)
+	if err != nil {
+		return nil, fmt.Errorf("demo: %w", err)
 	}
 	volume := filepath.Join(d.dir, name)
 	if err := os.MkdirAll(volume, 0o700); err != nil {
@@ -340,12 +325,12 @@ func (d *demo) startAgent(ctx context.Context, name, port string, first bool) (*
 func (d *demo) scenario(ctx context.Context) error {
 	// The Redis nodes just started: the restart guard grants each lock
 	// once they have been up for a ttl.
-	if err := waitFor(ctx, 3*d.TTL+30*time.Second, "a leader on both locks", func(ctx context.Context) bool {
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 3*d.TTL+30*time.Second, true, func(ctx context.Context) (bool, error) {
 		op, _ := leader(ctx, d.operators, nil)
 		w, _ := leader(ctx, d.agents, nil)
-		return op != nil && w != nil
+		return op != nil && w != nil, nil
 	}); err != nil {
-		return err
+		return fmt.Errorf("demo: waiting for a leader on both locks: %w", err)
 	}
 	for _, s := range []struct {
 		cs            []*candidate
@@ -416,16 +401,6 @@ func (d *demo) commandRates(ctx context.Context) error {
 		rows = append(rows, fmt.Sprintf("%s\t%.1f\t%.1f\t%.1f", r.Addr, r.Scripts, r.Publish, r.Total))
 	}
 	d.event("commands per second on each Redis node over the last %.1fs:\n%s", secs, strings.TrimRight(indent(table(rows)), "\n"))
-	return nil
-}
-
-// waitFor asks cond every 50ms until it holds, within timeout.
-func waitFor(ctx context.Context, timeout time.Duration, what string, cond func(context.Context) bool) error {
-	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		return cond(ctx), nil
-	}); err != nil {
-		return fmt.Errorf("demo: waiting for %s: %w", what, err)
-	}
 	return nil
 }
 

@@ -1,11 +1,14 @@
 package e2e
 
 import (
+	"context"
 	"net"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/redislock/redislock/internal/inject"
 	"github.com/redislock/redislock/internal/proc"
@@ -44,21 +47,18 @@ func TestControllerIssuesWebhookCertificateAndInjects(t *testing.T) {
 	if out, err := kubectlIn(t, lockYAML, "apply", "-n", ns, "-f", "-"); err != nil {
 		t.Fatalf("apply RedisLock: %v\n%s", err, out)
 	}
+	k8s, err := testenv.Client(testEnv.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
 	injected := func(pod string) {
 		t.Helper()
-		manifest := strings.ReplaceAll(podYAML, "NAME", pod)
-		// The webhook server may still be starting: the API server then
-		// admits the pod untouched (failurePolicy Ignore), so retry with a
-		// fresh pod until one is injected.
-		var out string
-		waitUntil(t, 30*time.Second, "an injected pod", func() bool {
-			_, _ = kubectl(t, "delete", "pod", "-n", ns, pod, "--ignore-not-found", "--wait=false")
-			if _, err := kubectlIn(t, manifest, "create", "-n", ns, "-f", "-"); err != nil {
-				return false
-			}
-			out, _ = kubectl(t, "get", "pod", "-n", ns, pod, "-o", "jsonpath={.spec.initContainers[*].name}")
-			return out == inject.ContainerName
-		})
+		if _, err := testenv.CreateInjectedPod(context.Background(), k8s, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pod, Annotations: map[string]string{inject.LockAnnotation: "worker"}},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.test/app:1"}}},
+		}, 30*time.Second); err != nil {
+			t.Fatal(err)
+		}
 	}
 	injected("app-1")
 
@@ -79,18 +79,6 @@ metadata:
 spec:
   redis:
     addrs: ["127.0.0.1:1"]
-`
-
-const podYAML = `apiVersion: v1
-kind: Pod
-metadata:
-  name: NAME
-  annotations:
-    redislock.io/lock: worker
-spec:
-  containers:
-  - name: app
-    image: example.test/app:1
 `
 
 // applyWebhookConfiguration applies config/webhook's generated
