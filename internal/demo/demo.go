@@ -199,11 +199,7 @@ const lockManifest = `{apiVersion: v1, kind: Namespace, metadata: {name: redislo
 // controller, which it then starts with its webhook, serving a certificate
 // it issues itself.
 func (d *demo) install(ctx context.Context, addrs []string) error {
-	port, err := proc.FreePort()
-	if err != nil {
-		return err
-	}
-	webhook, err := testenv.LocalWebhookConfiguration(d.Root, webhookConfig, "https://127.0.0.1:"+strconv.Itoa(port), namespace)
+	webhook, err := testenv.NewLocalWebhook(d.Root, webhookConfig, namespace, filepath.Join(d.dir, "webhook-certs"))
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
@@ -212,7 +208,7 @@ func (d *demo) install(ctx context.Context, addrs []string) error {
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
-	manifest := append(fmt.Appendf(nil, lockManifest, nodes, mode, d.TTL, d.TTL*2/3, d.TTL*2/15), webhook...)
+	manifest := append(fmt.Appendf(nil, lockManifest, nodes, mode, d.TTL, d.TTL*2/3, d.TTL*2/15), webhook.Manifest...)
 	if err := os.WriteFile(filepath.Join(d.dir, "demo.yaml"), manifest, 0o600); err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
@@ -234,9 +230,8 @@ func (d *demo) install(ctx context.Context, addrs []string) error {
 		}
 	}
 	d.event("kubectl apply -k config/crd: RedisLock CRD installed")
-	if _, err := d.start("controller", d.Redislock, []string{"controller", "-metrics-bind-address=0", "-health-probe-bind-address=0",
-		"-agent-image=" + d.Redislock, "-webhook-port=" + strconv.Itoa(port), "-webhook-cert-dir=" + filepath.Join(d.dir, "webhook-certs"),
-		"-webhook-hosts=127.0.0.1", "-webhook-configuration=" + webhookConfig}, "POD_NAMESPACE=redislock-system"); err != nil {
+	args := append([]string{"controller", "-metrics-bind-address=0", "-health-probe-bind-address=0", "-agent-image=" + d.Redislock}, webhook.Args...)
+	if _, err := d.start("controller", d.Redislock, args, "POD_NAMESPACE=redislock-system"); err != nil {
 		return err
 	}
 	if err := kubectl("wait", "--for=jsonpath={.webhooks[0].clientConfig.caBundle}", "--timeout=30s", "mutatingwebhookconfiguration/"+webhookConfig); err != nil {

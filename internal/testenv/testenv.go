@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/redislock/redislock/api/v1alpha1"
+	"github.com/redislock/redislock/internal/proc"
 )
 
 // AssetsDir returns the directory of kube-apiserver, etcd and kubectl:
@@ -145,29 +147,50 @@ func Client(cfg *rest.Config) (client.Client, error) {
 	return client.New(cfg, client.Options{Scheme: scheme})
 }
 
-// LocalWebhookConfiguration returns the webhook configuration that `make
-// manifests` generates (config/webhook/manifests.yaml below root), renamed
-// name, calling baseURL (https://host:port) instead of the in-cluster
-// Service, and limited to the pods of namespace, as YAML: how a webhook
-// served by a local process is installed into a local API server.
-func LocalWebhookConfiguration(root, name, baseURL, namespace string) ([]byte, error) {
+// LocalWebhook is the injecting webhook as a `redislock controller` run as
+// a local process serves it to a local API server.
+type LocalWebhook struct {
+	// Manifest is the webhook configuration to install, as YAML: the one
+	// `make manifests` generates (config/webhook/manifests.yaml), renamed,
+	// calling https://127.0.0.1:port instead of the in-cluster Service,
+	// and limited to the pods of one namespace.
+	Manifest []byte
+	// Args are the controller's flags that serve it on that port, with a
+	// certificate for 127.0.0.1 that the controller issues itself and
+	// whose CA it sets as the configuration's caBundle.
+	Args []string
+}
+
+// NewLocalWebhook returns the webhook configuration of root (the
+// repository root) as name, for the pods of namespace, on a free loopback
+// port, the controller keeping its certificate in certDir.
+func NewLocalWebhook(root, name, namespace, certDir string) (LocalWebhook, error) {
+	port, err := proc.FreePort()
+	if err != nil {
+		return LocalWebhook{}, err
+	}
 	raw, err := os.ReadFile(filepath.Join(root, "config", "webhook", "manifests.yaml"))
 	if err != nil {
-		return nil, err
+		return LocalWebhook{}, err
 	}
 	var wc admissionv1.MutatingWebhookConfiguration
 	if err := yaml.Unmarshal(raw, &wc); err != nil {
-		return nil, fmt.Errorf("config/webhook/manifests.yaml: %w", err)
+		return LocalWebhook{}, fmt.Errorf("config/webhook/manifests.yaml: %w", err)
 	}
 	wc.Name = name
 	for i := range wc.Webhooks {
 		w := &wc.Webhooks[i]
 		if w.ClientConfig.Service == nil || w.ClientConfig.Service.Path == nil {
-			return nil, fmt.Errorf("config/webhook/manifests.yaml: webhook %s has no service path", w.Name)
+			return LocalWebhook{}, fmt.Errorf("config/webhook/manifests.yaml: webhook %s has no service path", w.Name)
 		}
-		url := baseURL + *w.ClientConfig.Service.Path
+		url := "https://127.0.0.1:" + strconv.Itoa(port) + *w.ClientConfig.Service.Path
 		w.ClientConfig = admissionv1.WebhookClientConfig{URL: &url}
 		w.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": namespace}}
 	}
-	return yaml.Marshal(&wc)
+	manifest, err := yaml.Marshal(&wc)
+	if err != nil {
+		return LocalWebhook{}, err
+	}
+	return LocalWebhook{Manifest: manifest, Args: []string{"-webhook-port=" + strconv.Itoa(port), "-webhook-cert-dir=" + certDir,
+		"-webhook-hosts=127.0.0.1", "-webhook-configuration=" + name}}, nil
 }

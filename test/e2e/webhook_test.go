@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"context"
-	"net"
-	"strconv"
 	"testing"
 	"time"
 
@@ -11,7 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/redislock/redislock/internal/inject"
-	"github.com/redislock/redislock/internal/proc"
 	"github.com/redislock/redislock/internal/testenv"
 )
 
@@ -21,22 +18,9 @@ import (
 // inject the agent. A restarted controller reuses the stored certificate.
 func TestControllerIssuesWebhookCertificateAndInjects(t *testing.T) {
 	ns := newNamespace(t)
-	p, err := proc.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := strconv.Itoa(p)
 	config := "redislock-injector-" + ns
-	applyWebhookConfiguration(t, config, ns, port)
-
+	args := append([]string{"-agent-image=example.test/redislock:e2e"}, applyWebhook(t, config, ns).Args...)
 	env := []string{"POD_NAMESPACE=" + ns}
-	args := []string{
-		"-agent-image=example.test/redislock:e2e",
-		"-webhook-port=" + port,
-		"-webhook-cert-dir=" + t.TempDir(),
-		"-webhook-hosts=127.0.0.1",
-		"-webhook-configuration=" + config,
-	}
 	ctrl := startController(t, env, args...)
 	waitUntil(t, 30*time.Second, "the controller to set the caBundle", func() bool {
 		out, _ := kubectl(t, "get", "mutatingwebhookconfiguration", config, "-o", "jsonpath={.webhooks[0].clientConfig.caBundle}")
@@ -81,17 +65,18 @@ spec:
     addrs: ["127.0.0.1:1"]
 `
 
-// applyWebhookConfiguration applies config/webhook's generated
-// configuration as name, pointed at 127.0.0.1:port and limited to pods of
-// namespace ns, so other tests' pods are left alone.
-func applyWebhookConfiguration(t *testing.T, name, ns, port string) {
+// applyWebhook applies config/webhook's generated configuration as name,
+// served by a local controller (testenv.NewLocalWebhook) and limited to
+// pods of namespace ns, so other tests' pods are left alone.
+func applyWebhook(t *testing.T, name, ns string) testenv.LocalWebhook {
 	t.Helper()
-	manifest, err := testenv.LocalWebhookConfiguration(repoRoot, name, "https://"+net.JoinHostPort("127.0.0.1", port), ns)
+	webhook, err := testenv.NewLocalWebhook(repoRoot, name, ns, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res, err := kubectlIn(t, string(manifest), "apply", "-f", "-"); err != nil {
+	if res, err := kubectlIn(t, string(webhook.Manifest), "apply", "-f", "-"); err != nil {
 		t.Fatalf("apply webhook configuration: %v\n%s", err, res)
 	}
 	t.Cleanup(func() { _, _ = kubectl(t, "delete", "mutatingwebhookconfiguration", name) })
+	return webhook
 }
