@@ -212,21 +212,14 @@ func (d *demo) install(ctx context.Context, addrs []string) error {
 	if err := os.WriteFile(filepath.Join(d.dir, "demo.yaml"), manifest, 0o600); err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
-	kubectl := func(args ...string) error {
-		ctx, cancel := context.WithTimeout(ctx, time.Minute)
-		defer cancel()
-		if err := proc.Run(ctx, proc.Options{Name: "kubectl " + args[0], Path: filepath.Join(d.Assets, "kubectl"), Args: args, Env: d.env, Log: filepath.Join(d.dir, "kubectl.log")}); err != nil {
-			return fmt.Errorf("demo: %w", err)
-		}
-		return nil
-	}
+	kubectl := testenv.Kubectl{Path: filepath.Join(d.Assets, "kubectl"), Kubeconfig: filepath.Join(d.dir, "kubeconfig"), Dir: d.Root}
 	for _, args := range [][]string{
-		{"apply", "--server-side", "-k", filepath.Join(d.Root, "config", "crd")},
+		{"apply", "--server-side", "-k", filepath.Join("config", "crd")},
 		{"wait", "--for=condition=Established", "--timeout=60s", "crd/redislocks.redislock.io"},
 		{"apply", "-f", filepath.Join(d.dir, "demo.yaml")},
 	} {
-		if err := kubectl(args...); err != nil {
-			return err
+		if out, err := kubectl.Run(ctx, "", args...); err != nil {
+			return fmt.Errorf("demo: %w\n%s", err, out)
 		}
 	}
 	d.event("kubectl apply -k config/crd: RedisLock CRD installed")
@@ -234,12 +227,12 @@ func (d *demo) install(ctx context.Context, addrs []string) error {
 	if _, err := d.start("controller", d.Redislock, args, "POD_NAMESPACE=redislock-system"); err != nil {
 		return err
 	}
-	if err := kubectl("wait", "--for=jsonpath={.webhooks[0].clientConfig.caBundle}", "--timeout=30s", "mutatingwebhookconfiguration/"+webhookConfig); err != nil {
-		return err
+	if out, err := kubectl.Run(ctx, "", "wait", "--for=jsonpath={.webhooks[0].clientConfig.caBundle}", "--timeout=30s", "mutatingwebhookconfiguration/"+webhookConfig); err != nil {
+		return fmt.Errorf("demo: %w\n%s", err, out)
 	}
 	d.event("controller started; it issued its webhook certificate and set the caBundle")
-	if err := kubectl("wait", "-n", namespace, "--for=condition=Ready", "--timeout=30s", "redislock/"+operatorLock, "redislock/"+workerLock); err != nil {
-		return err
+	if out, err := kubectl.Run(ctx, "", "wait", "-n", namespace, "--for=condition=Ready", "--timeout=30s", "redislock/"+operatorLock, "redislock/"+workerLock); err != nil {
+		return fmt.Errorf("demo: %w\n%s", err, out)
 	}
 	d.event("RedisLocks %s/%s and %s/%s are Ready (%s, ttl %v)", namespace, operatorLock, namespace, workerLock, mode, d.TTL)
 	return nil

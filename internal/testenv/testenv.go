@@ -1,7 +1,8 @@
 // Package testenv runs tests and the demo against a local control plane
 // (envtest): it finds the binaries hack/ensure-tools.sh builds, starts and
-// stops the API server around a test binary, and points the generated
-// webhook configuration at a local process.
+// stops the API server around a test binary, gives a client and a kubectl
+// of it, points the generated webhook configuration at a local controller,
+// and creates pods the webhook has injected the agent into.
 package testenv
 
 import (
