@@ -97,9 +97,10 @@ type NodeRate struct {
 // demo holds what the steps share.
 type demo struct {
 	Config
-	began             time.Time // when Run began, the account's zero
-	dir               string    // every process's log, and the kubeconfig
-	env               []string  // KUBECONFIG, for every process
+	began             time.Time       // when Run began, the account's zero
+	dir               string          // every process's log, and the kubeconfig
+	env               []string        // KUBECONFIG, for every process
+	kubectl           testenv.Kubectl // as the admin, in Root
 	nodes             []*redisproc.Server
 	k8s               client.Client
 	procs             []*proc.Process
@@ -149,14 +150,14 @@ func Run(ctx context.Context, c Config) (res Result, err error) {
 	if err != nil {
 		return res, fmt.Errorf("demo: start the control plane with the binaries in %s: %w", c.Assets, err)
 	}
-	d.env = []string{"KUBECONFIG=" + filepath.Join(d.dir, "kubeconfig")}
 	d.k8s, err = testenv.Client(cfg)
 	if err == nil {
-		err = testenv.WriteAdminKubeconfig(env, "demo-admin", filepath.Join(d.dir, "kubeconfig"))
+		d.kubectl, err = testenv.AdminKubectl(env, "demo-admin", d.dir, c.Root)
 	}
 	if err != nil {
 		return res, fmt.Errorf("demo: %w", err)
 	}
+	d.env = []string{"KUBECONFIG=" + d.kubectl.Kubeconfig}
 	d.event("kube-apiserver and etcd up (envtest, %s)", filepath.Base(c.Assets))
 	if err := d.install(ctx, addrs); err != nil {
 		return res, err
@@ -212,13 +213,12 @@ func (d *demo) install(ctx context.Context, addrs []string) error {
 	if err := os.WriteFile(filepath.Join(d.dir, "demo.yaml"), manifest, 0o600); err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
-	kubectl := testenv.Kubectl{Path: filepath.Join(d.Assets, "kubectl"), Kubeconfig: filepath.Join(d.dir, "kubeconfig"), Dir: d.Root}
 	for _, args := range [][]string{
 		{"apply", "--server-side", "-k", filepath.Join("config", "crd")},
 		{"wait", "--for=condition=Established", "--timeout=60s", "crd/redislocks.redislock.io"},
 		{"apply", "-f", filepath.Join(d.dir, "demo.yaml")},
 	} {
-		if out, err := kubectl.Run(ctx, "", args...); err != nil {
+		if out, err := d.kubectl.Run(ctx, "", args...); err != nil {
 			return fmt.Errorf("demo: %w\n%s", err, out)
 		}
 	}
@@ -227,11 +227,11 @@ func (d *demo) install(ctx context.Context, addrs []string) error {
 	if _, err := d.start("controller", d.Redislock, args, "POD_NAMESPACE=redislock-system"); err != nil {
 		return err
 	}
-	if out, err := kubectl.Run(ctx, "", "wait", "--for=jsonpath={.webhooks[0].clientConfig.caBundle}", "--timeout=30s", "mutatingwebhookconfiguration/"+webhookConfig); err != nil {
+	if out, err := d.kubectl.Run(ctx, "", "wait", "--for=jsonpath={.webhooks[0].clientConfig.caBundle}", "--timeout=30s", "mutatingwebhookconfiguration/"+webhookConfig); err != nil {
 		return fmt.Errorf("demo: %w\n%s", err, out)
 	}
 	d.event("controller started; it issued its webhook certificate and set the caBundle")
-	if out, err := kubectl.Run(ctx, "", "wait", "-n", namespace, "--for=condition=Ready", "--timeout=30s", "redislock/"+operatorLock, "redislock/"+workerLock); err != nil {
+	if out, err := d.kubectl.Run(ctx, "", "wait", "-n", namespace, "--for=condition=Ready", "--timeout=30s", "redislock/"+operatorLock, "redislock/"+workerLock); err != nil {
 		return fmt.Errorf("demo: %w\n%s", err, out)
 	}
 	d.event("RedisLocks %s/%s and %s/%s are Ready (%s, ttl %v)", namespace, operatorLock, namespace, workerLock, mode, d.TTL)

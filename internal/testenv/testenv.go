@@ -112,20 +112,6 @@ func start(root string, env *envtest.Environment, withCRDs bool, run func(cfg *r
 	return run(cfg)
 }
 
-// WriteAdminKubeconfig adds the user name, in group system:masters, to
-// env's running API server, and writes a kubeconfig for it to path.
-func WriteAdminKubeconfig(env *envtest.Environment, name, path string) error {
-	user, err := env.AddUser(envtest.User{Name: name, Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		return fmt.Errorf("add the user %s: %w", name, err)
-	}
-	cfg, err := user.KubeConfig()
-	if err != nil {
-		return fmt.Errorf("make the kubeconfig of %s: %w", name, err)
-	}
-	return os.WriteFile(path, cfg, 0o600)
-}
-
 // Scheme returns a scheme with client-go's types and RedisLocks.
 func Scheme() (*runtime.Scheme, error) {
 	scheme := runtime.NewScheme()

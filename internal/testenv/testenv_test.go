@@ -28,10 +28,9 @@ func TestMain(m *testing.M) {
 			return 0, err
 		}
 		defer func() { _ = os.RemoveAll(dir) }()
-		if err := testenv.WriteAdminKubeconfig(env, "testenv-admin", filepath.Join(dir, "kubeconfig")); err != nil {
+		if kubectl, err = testenv.AdminKubectl(env, "testenv-admin", dir, root); err != nil {
 			return 0, err
 		}
-		kubectl = testenv.Kubectl{Path: filepath.Join(env.BinaryAssetsDirectory, "kubectl"), Kubeconfig: filepath.Join(dir, "kubeconfig"), Dir: root}
 		return m.Run(), nil
 	})
 }

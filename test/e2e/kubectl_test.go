@@ -33,8 +33,8 @@ import (
 var (
 	// repoRoot is the repository's root directory.
 	repoRoot string
-	// kubectlAdmin is the kubectl next to kube-apiserver in the assets
-	// directory, as the admin (kubeconfigPath), in the repository root.
+	// kubectlAdmin is kubectl as the admin (kubeconfigPath), run in the
+	// repository root.
 	kubectlAdmin testenv.Kubectl
 	// kubeconfigPath is a kubeconfig for an admin of the envtest API server.
 	kubeconfigPath string
@@ -67,20 +67,15 @@ func TestMain(m *testing.M) {
 
 // run runs the tests against the started env.
 func run(m *testing.M, env *envtest.Environment) (int, error) {
-	kubectlPath := filepath.Join(env.BinaryAssetsDirectory, "kubectl")
-	if _, err := os.Stat(kubectlPath); err != nil {
-		return 0, fmt.Errorf("e2e: no kubectl next to kube-apiserver in %s (%w); run `make test`, which builds the control-plane binaries", env.BinaryAssetsDirectory, err)
-	}
 	dir, err := os.MkdirTemp("", "redislock-e2e-")
 	if err != nil {
 		return 0, fmt.Errorf("e2e: %w", err)
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
-	if err := testenv.WriteAdminKubeconfig(env, "e2e-admin", filepath.Join(dir, "kubeconfig")); err != nil {
+	if kubectlAdmin, err = testenv.AdminKubectl(env, "e2e-admin", dir, repoRoot); err != nil {
 		return 0, fmt.Errorf("e2e: %w", err)
 	}
-	kubeconfigPath = filepath.Join(dir, "kubeconfig")
-	kubectlAdmin = testenv.Kubectl{Path: kubectlPath, Kubeconfig: kubeconfigPath, Dir: repoRoot}
+	kubeconfigPath = kubectlAdmin.Kubeconfig
 	testEnv = env
 	return m.Run(), nil
 }
