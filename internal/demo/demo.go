@@ -97,9 +97,10 @@ type NodeRate struct {
 // demo holds what the steps share.
 type demo struct {
 	Config
-	began             time.Time // when Run began, the account's zero
-	dir               string    // every process's log, and the kubeconfig
-	env               []string  // KUBECONFIG, for every process
+	began             time.Time       // when Run began, the account's zero
+	dir               string          // every process's log, and the kubeconfig
+	env               []string        // KUBECONFIG, for every process
+	kubectl           testenv.Kubectl // as the admin, in Root
 	nodes             []*redisproc.Server
 	k8s               client.Client
 	procs             []*proc.Process
@@ -149,17 +150,14 @@ func Run(ctx context.Context, c Config) (res Result, err error) {
 	if err != nil {
 		return res, fmt.Errorf("demo: start the control plane with the binaries in %s: %w", c.Assets, err)
 	}
-	d.env = []string{"KUBECONFIG=" + filepath.Join(d.dir, "kubeconfig")}
-	scheme, err := testenv.Scheme()
+	d.k8s, err = testenv.Client(cfg)
 	if err == nil {
-		d.k8s, err = client.New(cfg, client.Options{Scheme: scheme})
-	}
-	if err == nil {
-		err = testenv.WriteAdminKubeconfig(env, "demo-admin", filepath.Join(d.dir, "kubeconfig"))
+		d.kubectl, err = testenv.AdminKubectl(env, "demo-admin", d.dir, c.Root)
 	}
 	if err != nil {
 		return res, fmt.Errorf("demo: %w", err)
 	}
+	d.env = []string{"KUBECONFIG=" + d.kubectl.Kubeconfig}
 	d.event("kube-apiserver and etcd up (envtest, %s)", filepath.Base(c.Assets))
 	if err := d.install(ctx, addrs); err != nil {
 		return res, err
@@ -202,11 +200,7 @@ const lockManifest = `{apiVersion: v1, kind: Namespace, metadata: {name: redislo
 // controller, which it then starts with its webhook, serving a certificate
 // it issues itself.
 func (d *demo) install(ctx context.Context, addrs []string) error {
-	port, err := proc.FreePort()
-	if err != nil {
-		return err
-	}
-	webhook, err := testenv.LocalWebhookConfiguration(d.Root, webhookConfig, "https://127.0.0.1:"+strconv.Itoa(port), namespace)
+	webhook, err := testenv.NewLocalWebhook(d.Root, webhookConfig, namespace, filepath.Join(d.dir, "webhook-certs"))
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
@@ -215,39 +209,30 @@ func (d *demo) install(ctx context.Context, addrs []string) error {
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
-	manifest := append(fmt.Appendf(nil, lockManifest, nodes, mode, d.TTL, d.TTL*2/3, d.TTL*2/15), webhook...)
+	manifest := append(fmt.Appendf(nil, lockManifest, nodes, mode, d.TTL, d.TTL*2/3, d.TTL*2/15), webhook.Manifest...)
 	if err := os.WriteFile(filepath.Join(d.dir, "demo.yaml"), manifest, 0o600); err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
-	kubectl := func(args ...string) error {
-		ctx, cancel := context.WithTimeout(ctx, time.Minute)
-		defer cancel()
-		if err := proc.Run(ctx, proc.Options{Name: "kubectl " + args[0], Path: filepath.Join(d.Assets, "kubectl"), Args: args, Env: d.env, Log: filepath.Join(d.dir, "kubectl.log")}); err != nil {
-			return fmt.Errorf("demo: %w", err)
-		}
-		return nil
-	}
 	for _, args := range [][]string{
-		{"apply", "--server-side", "-k", filepath.Join(d.Root, "config", "crd")},
+		{"apply", "--server-side", "-k", filepath.Join("config", "crd")},
 		{"wait", "--for=condition=Established", "--timeout=60s", "crd/redislocks.redislock.io"},
 		{"apply", "-f", filepath.Join(d.dir, "demo.yaml")},
 	} {
-		if err := kubectl(args...); err != nil {
-			return err
+		if out, err := d.kubectl.Run(ctx, "", args...); err != nil {
+			return fmt.Errorf("demo: %w\n%s", err, out)
 		}
 	}
 	d.event("kubectl apply -k config/crd: RedisLock CRD installed")
-	if _, err := d.start("controller", d.Redislock, []string{"controller", "-metrics-bind-address=0", "-health-probe-bind-address=0",
-		"-agent-image=" + d.Redislock, "-webhook-port=" + strconv.Itoa(port), "-webhook-cert-dir=" + filepath.Join(d.dir, "webhook-certs"),
-		"-webhook-hosts=127.0.0.1", "-webhook-configuration=" + webhookConfig}, "POD_NAMESPACE=redislock-system"); err != nil {
+	args := append([]string{"controller", "-metrics-bind-address=0", "-health-probe-bind-address=0", "-agent-image=" + d.Redislock}, webhook.Args...)
+	if _, err := d.start("controller", d.Redislock, args, "POD_NAMESPACE=redislock-system"); err != nil {
 		return err
 	}
-	if err := kubectl("wait", "--for=jsonpath={.webhooks[0].clientConfig.caBundle}", "--timeout=30s", "mutatingwebhookconfiguration/"+webhookConfig); err != nil {
-		return err
+	if out, err := d.kubectl.Run(ctx, "", "wait", "--for=jsonpath={.webhooks[0].clientConfig.caBundle}", "--timeout=30s", "mutatingwebhookconfiguration/"+webhookConfig); err != nil {
+		return fmt.Errorf("demo: %w\n%s", err, out)
 	}
 	d.event("controller started; it issued its webhook certificate and set the caBundle")
-	if err := kubectl("wait", "-n", namespace, "--for=condition=Ready", "--timeout=30s", "redislock/"+operatorLock, "redislock/"+workerLock); err != nil {
-		return err
+	if out, err := d.kubectl.Run(ctx, "", "wait", "-n", namespace, "--for=condition=Ready", "--timeout=30s", "redislock/"+operatorLock, "redislock/"+workerLock); err != nil {
+		return fmt.Errorf("demo: %w\n%s", err, out)
 	}
 	d.event("RedisLocks %s/%s and %s/%s are Ready (%s, ttl %v)", namespace, operatorLock, namespace, workerLock, mode, d.TTL)
 	return nil
@@ -299,28 +284,13 @@ func (d *demo) startCandidates(ctx context.Context) error {
 
 // startAgent creates the pod name and runs, as there is no kubelet here,
 // the agent container the webhook added: its args as the webhook wrote
-// them, the downward-API env filled in, the shared volume a directory. The
-// webhook server may still be starting (the API server then admits the pod
-// untouched: failurePolicy Ignore), so an untouched pod is deleted and
-// created again.
+// them, the downward-API env filled in, the shared volume a directory.
 func (d *demo) startAgent(ctx context.Context, name, port string, first bool) (*proc.Process, error) {
-	var agent corev1.Container
-	if err := waitFor(ctx, 30*time.Second, "the webhook to inject "+name, func(ctx context.Context) bool {
-		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: map[string]string{"app": "worker"},
-			Annotations: map[string]string{inject.LockAnnotation: workerLock, inject.PortAnnotation: port}},
-			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.test/worker:1"}}}}
-		if d.k8s.Create(ctx, pod) != nil {
-			return false
-		}
-		for _, c := range pod.Spec.InitContainers {
-			if agent = c; c.Name == inject.ContainerName {
-				return true
-			}
-		}
-		_ = d.k8s.Delete(ctx, pod, client.GracePeriodSeconds(0)) // if it stays, the next Create fails and tries again
-		return false
-	}); err != nil {
-		return nil, err
+	agent, err := testenv.CreateInjectedPod(ctx, d.k8s, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: map[string]string{"app": "worker"},
+		Annotations: map[string]string{inject.LockAnnotation: workerLock, inject.PortAnnotation: port}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.test/worker:1"}}}}, 30*time.Second)
+	if err != nil {
+		return nil, fmt.Errorf("demo: %w", err)
 	}
 	volume := filepath.Join(d.dir, name)
 	if err := os.MkdirAll(volume, 0o700); err != nil {
@@ -343,12 +313,12 @@ func (d *demo) startAgent(ctx context.Context, name, port string, first bool) (*
 func (d *demo) scenario(ctx context.Context) error {
 	// The Redis nodes just started: the restart guard grants each lock
 	// once they have been up for a ttl.
-	if err := waitFor(ctx, 3*d.TTL+30*time.Second, "a leader on both locks", func(ctx context.Context) bool {
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 3*d.TTL+30*time.Second, true, func(ctx context.Context) (bool, error) {
 		op, _ := leader(ctx, d.operators, nil)
 		w, _ := leader(ctx, d.agents, nil)
-		return op != nil && w != nil
+		return op != nil && w != nil, nil
 	}); err != nil {
-		return err
+		return fmt.Errorf("demo: waiting for a leader on both locks: %w", err)
 	}
 	for _, s := range []struct {
 		cs            []*candidate
@@ -392,53 +362,33 @@ func (d *demo) scenario(ctx context.Context) error {
 // election in its steady state after the scenario, and prints a line
 // before and a table after.
 func (d *demo) commandRates(ctx context.Context) error {
-	clients := make([]*redis.Client, len(d.nodes))
+	clients := make([]redis.UniversalClient, len(d.nodes))
 	for i, n := range d.nodes {
-		clients[i] = n.Client()
-		defer func() { _ = clients[i].Close() }() // its commands are counted
+		c := n.Client()
+		defer func() { _ = c.Close() }() // its commands are counted
+		clients[i] = c
 	}
-	var before, after []redisstats.Counts
-	read := func(into *[]redisstats.Counts) error {
-		for i, c := range clients {
-			counts, err := redisstats.Read(ctx, c)
-			if err != nil {
-				return fmt.Errorf("demo: %s: %w", d.nodes[i].Addr, err)
-			}
-			*into = append(*into, counts)
-		}
-		return nil
+	w, err := redisstats.Begin(ctx, clients...)
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
 	}
-	if err := read(&before); err != nil {
-		return err
-	}
-	from := time.Now()
 	d.event("counting each Redis node's commands for %v (INFO commandstats): %d operators on %s/%s and %d agents on %s/%s electing (one leader each), and the controller",
 		rateWindow, running(d.operators), namespace, operatorLock, running(d.agents), namespace, workerLock)
 	if err := pause(ctx, rateWindow); err != nil {
 		return fmt.Errorf("demo: counting commands: %w", err)
 	}
-	if err := read(&after); err != nil {
-		return err
+	counts, took, err := w.End(ctx)
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
 	}
-	secs := time.Since(from).Seconds()
+	secs := took.Seconds()
 	rows := []string{"REDIS NODE\tSCRIPTS/s\tPUBLISH/s\tALL COMMANDS/s"}
 	for i, n := range d.nodes {
-		diff := after[i].Sub(before[i])
-		r := NodeRate{Addr: n.Addr, Scripts: float64(diff.Scripts()) / secs, Publish: float64(diff["publish"]) / secs, Total: float64(diff.Total()) / secs}
+		r := NodeRate{Addr: n.Addr, Scripts: float64(counts[i].Scripts()) / secs, Publish: float64(counts[i]["publish"]) / secs, Total: float64(counts[i].Total()) / secs}
 		d.res.Rates = append(d.res.Rates, r)
 		rows = append(rows, fmt.Sprintf("%s\t%.1f\t%.1f\t%.1f", r.Addr, r.Scripts, r.Publish, r.Total))
 	}
 	d.event("commands per second on each Redis node over the last %.1fs:\n%s", secs, strings.TrimRight(indent(table(rows)), "\n"))
-	return nil
-}
-
-// waitFor asks cond every 50ms until it holds, within timeout.
-func waitFor(ctx context.Context, timeout time.Duration, what string, cond func(context.Context) bool) error {
-	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		return cond(ctx), nil
-	}); err != nil {
-		return fmt.Errorf("demo: waiting for %s: %w", what, err)
-	}
 	return nil
 }
 

@@ -80,6 +80,51 @@ func Read(ctx context.Context, c redis.UniversalClient) (Counts, error) {
 	return Parse(s)
 }
 
+// ReadAll returns Read of each client, in their order; an error names the
+// first that could not be read.
+func ReadAll(ctx context.Context, clients ...redis.UniversalClient) ([]Counts, error) {
+	counts := make([]Counts, len(clients))
+	for i, c := range clients {
+		var err error
+		if counts[i], err = Read(ctx, c); err != nil {
+			return nil, fmt.Errorf("redisstats: server %d: %w", i, err)
+		}
+	}
+	return counts, nil
+}
+
+// Window counts what a set of servers execute between Begin and End.
+type Window struct {
+	clients []redis.UniversalClient
+	before  []Counts
+	at      time.Time
+}
+
+// Begin reads every client's counts (ReadAll) and opens a window on them.
+func Begin(ctx context.Context, clients ...redis.UniversalClient) (*Window, error) {
+	before, err := ReadAll(ctx, clients...)
+	if err != nil {
+		return nil, err
+	}
+	return &Window{clients: clients, before: before, at: time.Now()}, nil
+}
+
+// End reads every client's counts again and returns, in Begin's order, what
+// each server executed since Begin, and the time from the end of Begin's
+// reading to the start of End's. The INFO of Begin's reading counts, once
+// per server, as do any commands of the clients themselves in between.
+func (w *Window) End(ctx context.Context) ([]Counts, time.Duration, error) {
+	took := time.Since(w.at)
+	after, err := ReadAll(ctx, w.clients...)
+	if err != nil {
+		return nil, took, err
+	}
+	for i := range after {
+		after[i] = after[i].Sub(w.before[i])
+	}
+	return after, took, nil
+}
+
 // Parse reads the text of INFO commandstats.
 func Parse(info string) (Counts, error) {
 	n := Counts{}

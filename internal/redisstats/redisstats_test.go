@@ -1,11 +1,14 @@
 package redisstats_test
 
 import (
+	"context"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/redislock/redislock/internal/redisstats"
+	"github.com/redislock/redislock/internal/redistest"
 )
 
 func TestParseReadsCallsPerCommand(t *testing.T) {
@@ -36,5 +39,40 @@ func TestBudgetFromNaturalRate(t *testing.T) {
 	}
 	if b := redisstats.Budget(30*time.Second, 3*time.Second, 500*time.Millisecond, 4, 2); b != 300+40 {
 		t.Fatalf("Budget %d, want 340", b)
+	}
+}
+
+// A window counts, per server and in order, what each executed between
+// Begin and End: the commands sent to it and Begin's own INFO, nothing of
+// another server's.
+func TestWindowCountsEachServerBetweenBeginAndEnd(t *testing.T) {
+	clients := redistest.Clients(t, redistest.StartN(t, 2)...)
+	ctx := context.Background()
+	w, err := redisstats.Begin(ctx, clients...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := clients[1].Set(ctx, "k", "v", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	counts, took, err := w.End(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []redisstats.Counts{{"info": 1}, {"info": 1, "set": 3}}
+	if !reflect.DeepEqual(counts, want) || took <= 0 {
+		t.Fatalf("End: %v over %v; want %v over a positive time", counts, took, want)
+	}
+}
+
+// A server that cannot be read fails the reading, naming which it was.
+func TestReadAllNamesTheServerItCannotRead(t *testing.T) {
+	servers := redistest.StartN(t, 2)
+	clients := redistest.Clients(t, servers...)
+	servers[1].Stop()
+	if _, err := redisstats.ReadAll(context.Background(), clients...); err == nil || !strings.Contains(err.Error(), "server 1") {
+		t.Fatalf("ReadAll with server 1 stopped: %v; want an error naming server 1", err)
 	}
 }

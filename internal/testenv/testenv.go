@@ -1,13 +1,15 @@
 // Package testenv runs tests and the demo against a local control plane
 // (envtest): it finds the binaries hack/ensure-tools.sh builds, starts and
-// stops the API server around a test binary, and points the generated
-// webhook configuration at a local process.
+// stops the API server around a test binary, gives a client and a kubectl
+// of it, points the generated webhook configuration at a local controller,
+// and creates pods the webhook has injected the agent into.
 package testenv
 
 import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -16,10 +18,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
 	"github.com/redislock/redislock/api/v1alpha1"
+	"github.com/redislock/redislock/internal/proc"
 )
 
 // AssetsDir returns the directory of kube-apiserver, etcd and kubectl:
@@ -108,20 +112,6 @@ func start(root string, env *envtest.Environment, withCRDs bool, run func(cfg *r
 	return run(cfg)
 }
 
-// WriteAdminKubeconfig adds the user name, in group system:masters, to
-// env's running API server, and writes a kubeconfig for it to path.
-func WriteAdminKubeconfig(env *envtest.Environment, name, path string) error {
-	user, err := env.AddUser(envtest.User{Name: name, Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		return fmt.Errorf("add the user %s: %w", name, err)
-	}
-	cfg, err := user.KubeConfig()
-	if err != nil {
-		return fmt.Errorf("make the kubeconfig of %s: %w", name, err)
-	}
-	return os.WriteFile(path, cfg, 0o600)
-}
-
 // Scheme returns a scheme with client-go's types and RedisLocks.
 func Scheme() (*runtime.Scheme, error) {
 	scheme := runtime.NewScheme()
@@ -134,29 +124,60 @@ func Scheme() (*runtime.Scheme, error) {
 	return scheme, nil
 }
 
-// LocalWebhookConfiguration returns the webhook configuration that `make
-// manifests` generates (config/webhook/manifests.yaml below root), renamed
-// name, calling baseURL (https://host:port) instead of the in-cluster
-// Service, and limited to the pods of namespace, as YAML: how a webhook
-// served by a local process is installed into a local API server.
-func LocalWebhookConfiguration(root, name, baseURL, namespace string) ([]byte, error) {
-	raw, err := os.ReadFile(filepath.Join(root, "config", "webhook", "manifests.yaml"))
+// Client returns a client of cfg's API server that knows client-go's types
+// and RedisLocks (Scheme), reading straight from the server (no cache).
+func Client(cfg *rest.Config) (client.Client, error) {
+	scheme, err := Scheme()
 	if err != nil {
 		return nil, err
 	}
+	return client.New(cfg, client.Options{Scheme: scheme})
+}
+
+// LocalWebhook is the injecting webhook as a `redislock controller` run as
+// a local process serves it to a local API server.
+type LocalWebhook struct {
+	// Manifest is the webhook configuration to install, as YAML: the one
+	// `make manifests` generates (config/webhook/manifests.yaml), renamed,
+	// calling https://127.0.0.1:port instead of the in-cluster Service,
+	// and limited to the pods of one namespace.
+	Manifest []byte
+	// Args are the controller's flags that serve it on that port, with a
+	// certificate for 127.0.0.1 that the controller issues itself and
+	// whose CA it sets as the configuration's caBundle.
+	Args []string
+}
+
+// NewLocalWebhook returns the webhook configuration of root (the
+// repository root) as name, for the pods of namespace, on a free loopback
+// port, the controller keeping its certificate in certDir.
+func NewLocalWebhook(root, name, namespace, certDir string) (LocalWebhook, error) {
+	port, err := proc.FreePort()
+	if err != nil {
+		return LocalWebhook{}, err
+	}
+	raw, err := os.ReadFile(filepath.Join(root, "config", "webhook", "manifests.yaml"))
+	if err != nil {
+		return LocalWebhook{}, err
+	}
 	var wc admissionv1.MutatingWebhookConfiguration
 	if err := yaml.Unmarshal(raw, &wc); err != nil {
-		return nil, fmt.Errorf("config/webhook/manifests.yaml: %w", err)
+		return LocalWebhook{}, fmt.Errorf("config/webhook/manifests.yaml: %w", err)
 	}
 	wc.Name = name
 	for i := range wc.Webhooks {
 		w := &wc.Webhooks[i]
 		if w.ClientConfig.Service == nil || w.ClientConfig.Service.Path == nil {
-			return nil, fmt.Errorf("config/webhook/manifests.yaml: webhook %s has no service path", w.Name)
+			return LocalWebhook{}, fmt.Errorf("config/webhook/manifests.yaml: webhook %s has no service path", w.Name)
 		}
-		url := baseURL + *w.ClientConfig.Service.Path
+		url := "https://127.0.0.1:" + strconv.Itoa(port) + *w.ClientConfig.Service.Path
 		w.ClientConfig = admissionv1.WebhookClientConfig{URL: &url}
 		w.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": namespace}}
 	}
-	return yaml.Marshal(&wc)
+	manifest, err := yaml.Marshal(&wc)
+	if err != nil {
+		return LocalWebhook{}, err
+	}
+	return LocalWebhook{Manifest: manifest, Args: []string{"-webhook-port=" + strconv.Itoa(port), "-webhook-cert-dir=" + certDir,
+		"-webhook-hosts=127.0.0.1", "-webhook-configuration=" + name}}, nil
 }

@@ -37,11 +37,8 @@ var (
 
 func TestMain(m *testing.M) {
 	testenv.Main("../..", &envtest.Environment{}, true, func(c *rest.Config) (int, error) {
-		scheme, err := testenv.Scheme()
-		if err != nil {
-			return 0, err
-		}
-		if k8s, err = client.New(c, client.Options{Scheme: scheme}); err != nil {
+		var err error
+		if k8s, err = testenv.Client(c); err != nil {
 			return 0, err
 		}
 		cfg = c

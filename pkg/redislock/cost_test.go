@@ -212,26 +212,18 @@ func (e *costElection) splitVote() {
 
 // costWindowStart is what a counting window began with.
 type costWindowStart struct {
-	counts []redisstats.Counts
+	redis  *redisstats.Window
 	events []eventTally
-	at     time.Time
 	terms  int
 	want   int
 }
 
-func (e *costElection) read() []redisstats.Counts {
-	counts := make([]redisstats.Counts, len(e.nodes))
-	for i, n := range e.nodes {
-		var err error
-		if counts[i], err = redisstats.Read(context.Background(), n); err != nil {
-			e.t.Fatal(err)
-		}
-	}
-	return counts
-}
-
 func (e *costElection) begin() costWindowStart {
-	m := costWindowStart{counts: e.read(), at: time.Now(), terms: e.j.terms()}
+	w, err := redisstats.Begin(context.Background(), e.nodes...)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	m := costWindowStart{redis: w, terms: e.j.terms()}
 	for _, c := range e.events {
 		m.events = append(m.events, c.since(eventTally{}))
 	}
@@ -242,7 +234,10 @@ func (e *costElection) begin() costWindowStart {
 // leadership changes recorded in it.
 func (e *costElection) end(state string, m costWindowStart) {
 	t := e.t
-	after, took := e.read(), time.Since(m.at)
+	counts, took, err := m.redis.End(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
 	changes := e.j.terms() - m.terms
 	if m.want >= 0 && changes != m.want {
 		t.Errorf("%s, %s: %d leadership changes in %v, want %d", e.name, state, changes, took.Round(time.Second), m.want)
@@ -250,7 +245,7 @@ func (e *costElection) end(state string, m costWindowStart) {
 	standbys := len(e.cands) - 1
 	budget := redisstats.Budget(took, costTiming.TTL, costTiming.RenewInterval, standbys, changes)
 	for i := range e.nodes {
-		d := after[i].Sub(m.counts[i])
+		d := counts[i]
 		t.Logf("%-8s %-30s node %d: %5.1f scripts/s (%d in %v; budget %d), %d commands in all, %d leadership changes",
 			e.name, state, i, float64(d.Scripts())/took.Seconds(), d.Scripts(), took.Round(time.Millisecond), budget, d.Total(), changes)
 		// Each subscriber (the candidates and the event counter) checks

@@ -17,9 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
@@ -31,6 +29,7 @@ import (
 	"github.com/redislock/redislock/internal/proc"
 	"github.com/redislock/redislock/internal/redisproc"
 	"github.com/redislock/redislock/internal/redistest"
+	"github.com/redislock/redislock/internal/testenv"
 	"github.com/redislock/redislock/pkg/redislock"
 )
 
@@ -85,7 +84,7 @@ func TestControllerBenchmark(t *testing.T) {
 	idle := readMemory(t, ctrl, metricsAddr)
 
 	cfg := benchConfig(t)
-	c, err := client.New(cfg, client.Options{Scheme: benchScheme(t)})
+	c, err := testenv.Client(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,18 +143,6 @@ func benchConfig(t *testing.T) *rest.Config {
 	}
 	cfg.QPS = -1
 	return cfg
-}
-
-func benchScheme(t *testing.T) *runtime.Scheme {
-	t.Helper()
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	return scheme
 }
 
 // benchLocks makes benchNamespaces namespaces, each with the Secret of
@@ -243,7 +230,11 @@ func watchBenchLocks(t *testing.T, cfg *rest.Config) *lockWatch {
 	// nothing else in this process sets; it has nothing to tell here.
 	logf.SetLogger(logr.Discard())
 	sel := labels.SelectorFromSet(labels.Set{benchLabel: "controller"})
-	ca, err := cache.New(cfg, cache.Options{Scheme: benchScheme(t), ByObject: map[client.Object]cache.ByObject{&v1alpha1.RedisLock{}: {Label: sel}}})
+	scheme, err := testenv.Scheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := cache.New(cfg, cache.Options{Scheme: scheme, ByObject: map[client.Object]cache.ByObject{&v1alpha1.RedisLock{}: {Label: sel}}})
 	if err != nil {
 		t.Fatal(err)
 	}

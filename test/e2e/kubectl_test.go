@@ -30,14 +30,12 @@ import (
 	"github.com/redislock/redislock/internal/testenv"
 )
 
-// kubectlTimeout bounds every kubectl run.
-const kubectlTimeout = 60 * time.Second
-
 var (
 	// repoRoot is the repository's root directory.
 	repoRoot string
-	// kubectlPath is the kubectl next to kube-apiserver in the assets directory.
-	kubectlPath string
+	// kubectlAdmin is kubectl as the admin (kubeconfigPath), run in the
+	// repository root.
+	kubectlAdmin testenv.Kubectl
 	// kubeconfigPath is a kubeconfig for an admin of the envtest API server.
 	kubeconfigPath string
 	// nsCounter makes namespace names unique.
@@ -69,19 +67,15 @@ func TestMain(m *testing.M) {
 
 // run runs the tests against the started env.
 func run(m *testing.M, env *envtest.Environment) (int, error) {
-	kubectlPath = filepath.Join(env.BinaryAssetsDirectory, "kubectl")
-	if _, err := os.Stat(kubectlPath); err != nil {
-		return 0, fmt.Errorf("e2e: no kubectl next to kube-apiserver in %s (%w); run `make test`, which builds the control-plane binaries", env.BinaryAssetsDirectory, err)
-	}
 	dir, err := os.MkdirTemp("", "redislock-e2e-")
 	if err != nil {
 		return 0, fmt.Errorf("e2e: %w", err)
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
-	if err := testenv.WriteAdminKubeconfig(env, "e2e-admin", filepath.Join(dir, "kubeconfig")); err != nil {
+	if kubectlAdmin, err = testenv.AdminKubectl(env, "e2e-admin", dir, repoRoot); err != nil {
 		return 0, fmt.Errorf("e2e: %w", err)
 	}
-	kubeconfigPath = filepath.Join(dir, "kubeconfig")
+	kubeconfigPath = kubectlAdmin.Kubeconfig
 	testEnv = env
 	return m.Run(), nil
 }
@@ -96,16 +90,7 @@ func kubectl(t *testing.T, args ...string) (string, error) {
 // output.
 func kubectlIn(t *testing.T, stdin string, args ...string) (string, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), kubectlTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, kubectlPath, append([]string{"--kubeconfig", kubeconfigPath}, args...)...)
-	cmd.Dir = repoRoot
-	cmd.Stdin = strings.NewReader(stdin)
-	out, err := cmd.CombinedOutput()
-	if ctx.Err() != nil {
-		err = fmt.Errorf("kubectl %s: timed out after %v: %w", strings.Join(args, " "), kubectlTimeout, err)
-	}
-	return string(out), err
+	return kubectlAdmin.Run(context.Background(), stdin, args...)
 }
 
 // mustKubectl runs kubectl and fails the test if it fails.
@@ -113,7 +98,7 @@ func mustKubectl(t *testing.T, args ...string) string {
 	t.Helper()
 	out, err := kubectl(t, args...)
 	if err != nil {
-		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+		t.Fatalf("%v\n%s", err, out)
 	}
 	return out
 }

@@ -270,31 +270,29 @@ type steadyCost struct {
 
 // countSteady counts, over window, the commands the redis-server behind rc
 // executed (when rc is not nil) and the API server's requests on the
-// election's resources. took runs from the first reading to the last.
+// election's resources. took is the redisstats.Window's, between the two
+// readings of Redis.
 func countSteady(t *testing.T, rc redis.UniversalClient, window time.Duration) steadyCost {
 	t.Helper()
 	ctx := context.Background()
-	var before, after redisstats.Counts
-	read := func(into *redisstats.Counts) {
-		if rc == nil {
-			return
-		}
-		c, err := redisstats.Read(ctx, rc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		*into = c
+	var clients []redis.UniversalClient
+	if rc != nil {
+		clients = append(clients, rc)
 	}
-	start := time.Now()
-	read(&before)
+	w, err := redisstats.Begin(ctx, clients...)
+	if err != nil {
+		t.Fatal(err)
+	}
 	apiBefore := readAPIRequests(t)
 	time.Sleep(window) // the counting window, not a wait for a condition
-	took := time.Since(start)
-	read(&after)
+	counts, took, err := w.End(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	c := steadyCost{took: took, api: readAPIRequests(t).sub(apiBefore)}
 	if rc != nil {
 		// Less the INFO of the first reading, which counts in the second.
-		c.redis = after.Sub(before).Sub(redisstats.Counts{"info": 1})
+		c.redis = counts[0].Sub(redisstats.Counts{"info": 1})
 	}
 	return c
 }

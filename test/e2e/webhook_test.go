@@ -1,14 +1,14 @@
 package e2e
 
 import (
-	"net"
-	"strconv"
-	"strings"
+	"context"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/redislock/redislock/internal/inject"
-	"github.com/redislock/redislock/internal/proc"
 	"github.com/redislock/redislock/internal/testenv"
 )
 
@@ -18,22 +18,9 @@ import (
 // inject the agent. A restarted controller reuses the stored certificate.
 func TestControllerIssuesWebhookCertificateAndInjects(t *testing.T) {
 	ns := newNamespace(t)
-	p, err := proc.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := strconv.Itoa(p)
 	config := "redislock-injector-" + ns
-	applyWebhookConfiguration(t, config, ns, port)
-
+	args := append([]string{"-agent-image=example.test/redislock:e2e"}, applyWebhook(t, config, ns).Args...)
 	env := []string{"POD_NAMESPACE=" + ns}
-	args := []string{
-		"-agent-image=example.test/redislock:e2e",
-		"-webhook-port=" + port,
-		"-webhook-cert-dir=" + t.TempDir(),
-		"-webhook-hosts=127.0.0.1",
-		"-webhook-configuration=" + config,
-	}
 	ctrl := startController(t, env, args...)
 	waitUntil(t, 30*time.Second, "the controller to set the caBundle", func() bool {
 		out, _ := kubectl(t, "get", "mutatingwebhookconfiguration", config, "-o", "jsonpath={.webhooks[0].clientConfig.caBundle}")
@@ -44,21 +31,18 @@ func TestControllerIssuesWebhookCertificateAndInjects(t *testing.T) {
 	if out, err := kubectlIn(t, lockYAML, "apply", "-n", ns, "-f", "-"); err != nil {
 		t.Fatalf("apply RedisLock: %v\n%s", err, out)
 	}
+	k8s, err := testenv.Client(testEnv.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
 	injected := func(pod string) {
 		t.Helper()
-		manifest := strings.ReplaceAll(podYAML, "NAME", pod)
-		// The webhook server may still be starting: the API server then
-		// admits the pod untouched (failurePolicy Ignore), so retry with a
-		// fresh pod until one is injected.
-		var out string
-		waitUntil(t, 30*time.Second, "an injected pod", func() bool {
-			_, _ = kubectl(t, "delete", "pod", "-n", ns, pod, "--ignore-not-found", "--wait=false")
-			if _, err := kubectlIn(t, manifest, "create", "-n", ns, "-f", "-"); err != nil {
-				return false
-			}
-			out, _ = kubectl(t, "get", "pod", "-n", ns, pod, "-o", "jsonpath={.spec.initContainers[*].name}")
-			return out == inject.ContainerName
-		})
+		if _, err := testenv.CreateInjectedPod(context.Background(), k8s, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pod, Annotations: map[string]string{inject.LockAnnotation: "worker"}},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.test/app:1"}}},
+		}, 30*time.Second); err != nil {
+			t.Fatal(err)
+		}
 	}
 	injected("app-1")
 
@@ -81,29 +65,18 @@ spec:
     addrs: ["127.0.0.1:1"]
 `
 
-const podYAML = `apiVersion: v1
-kind: Pod
-metadata:
-  name: NAME
-  annotations:
-    redislock.io/lock: worker
-spec:
-  containers:
-  - name: app
-    image: example.test/app:1
-`
-
-// applyWebhookConfiguration applies config/webhook's generated
-// configuration as name, pointed at 127.0.0.1:port and limited to pods of
-// namespace ns, so other tests' pods are left alone.
-func applyWebhookConfiguration(t *testing.T, name, ns, port string) {
+// applyWebhook applies config/webhook's generated configuration as name,
+// served by a local controller (testenv.NewLocalWebhook) and limited to
+// pods of namespace ns, so other tests' pods are left alone.
+func applyWebhook(t *testing.T, name, ns string) testenv.LocalWebhook {
 	t.Helper()
-	manifest, err := testenv.LocalWebhookConfiguration(repoRoot, name, "https://"+net.JoinHostPort("127.0.0.1", port), ns)
+	webhook, err := testenv.NewLocalWebhook(repoRoot, name, ns, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res, err := kubectlIn(t, string(manifest), "apply", "-f", "-"); err != nil {
+	if res, err := kubectlIn(t, string(webhook.Manifest), "apply", "-f", "-"); err != nil {
 		t.Fatalf("apply webhook configuration: %v\n%s", err, res)
 	}
 	t.Cleanup(func() { _, _ = kubectl(t, "delete", "mutatingwebhookconfiguration", name) })
+	return webhook
 }
