@@ -284,7 +284,8 @@ func (d *demo) startCandidates(ctx context.Context) error {
 
 // startAgent creates the pod name and runs, as there is no kubelet here,
 // the agent container the webhook added: its args as the webhook wrote
-// them, the downward-API env filled in, the shared volume a directory.
+// them, the downward-API env filled in, the shared volume a directory, and
+// its listen address on loopback, where a pod's would be its own network.
 func (d *demo) startAgent(ctx context.Context, name, port string, first bool) (*proc.Process, error) {
 	agent, err := testenv.CreateInjectedPod(ctx, d.k8s, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: map[string]string{"app": "worker"},
 		Annotations: map[string]string{inject.LockAnnotation: workerLock, inject.PortAnnotation: port}},
@@ -298,7 +299,7 @@ func (d *demo) startAgent(ctx context.Context, name, port string, first bool) (*
 	}
 	args := make([]string, len(agent.Args))
 	for j, a := range agent.Args {
-		args[j] = strings.ReplaceAll(a, inject.MountPath, volume)
+		args[j] = strings.Replace(strings.ReplaceAll(a, inject.MountPath, volume), "-http-address=:", "-http-address=127.0.0.1:", 1)
 	}
 	if first {
 		d.event("pod %s: the webhook injected the sidecar %q: %s %s", name, agent.Name, agent.Image, strings.Join(agent.Args, " "))
