@@ -2,9 +2,10 @@
 # `make bench`: runs every benchmark and writes the report.
 #  1. The lock benchmarks of this module, saved as $OUT/bench.txt.
 #  2. In the main module, against envtest: TestControllerBenchmark,
-#     TestFailoverBenchmark (shorter than `make bench-failover`) and
-#     TestSteadyStateBenchmark, saved as $OUT/controller.json,
-#     $OUT/failover.json and $OUT/steady.json.
+#     TestFailoverBenchmark (shorter than `make bench-failover`),
+#     TestLeadershipThroughAPIServerOutage and TestSteadyStateBenchmark,
+#     saved as $OUT/controller.json, $OUT/failover.json, $OUT/outage.json
+#     and $OUT/steady.json.
 #  3. cmd/benchreport, which prints the lock tables and writes
 #     $OUT/REPORT.md and its PNG plots.
 # If step 2 fails, the report still covers what finished, and the run fails.
@@ -37,13 +38,13 @@ source=$(git -C "$root" describe --always --dirty)
 
 mkdir -p "$out"
 # A part that does not finish must not be reported from an earlier run.
-rm -f "$out/REPORT.md" "$out/bench.txt" "$out/controller.json" "$out/failover.json" "$out/steady.json" "$out"/*.png
+rm -f "$out/REPORT.md" "$out/bench.txt" "$out/controller.json" "$out/failover.json" "$out/outage.json" "$out/steady.json" "$out"/*.png
 
 go test -run '^$' -bench . -benchmem -count "$count" -benchtime "$benchtime" . | tee "$out/bench.txt"
 
 e2e=0
-(cd "$root" && CONTROLLER_BENCH_JSON="$out/controller.json" FAILOVER_JSON="$out/failover.json" STEADY_JSON="$out/steady.json" \
-	go test -count=1 -timeout 90m -run '^(TestControllerBenchmark|TestFailoverBenchmark|TestSteadyStateBenchmark)$' -v ./test/e2e/) || e2e=$?
+(cd "$root" && CONTROLLER_BENCH_JSON="$out/controller.json" FAILOVER_JSON="$out/failover.json" OUTAGE_JSON="$out/outage.json" STEADY_JSON="$out/steady.json" \
+	go test -count=1 -timeout 90m -run '^(TestControllerBenchmark|TestFailoverBenchmark|TestLeadershipThroughAPIServerOutage|TestSteadyStateBenchmark)$' -v ./test/e2e/) || e2e=$?
 
 go run ./cmd/benchreport -dir "$out" -command "$command" -source "$source" -elapsed "$(($(date +%s) - started))s"
 exit "$e2e"

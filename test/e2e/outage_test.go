@@ -23,6 +23,14 @@ import (
 // stopped: long past every RenewDeadline and LeaseDuration it uses.
 const apiServerOutage = 30 * time.Second
 
+// outageReplicas is how many replicas of the sample operator the outage
+// scenario runs, and outageRestartBackoff how long an exited one waits
+// for its first restart (doubling after that, as a kubelet's back-off).
+const (
+	outageReplicas       = 3
+	outageRestartBackoff = 10 * time.Second
+)
+
 // outageRow is what one election method did through the outage.
 type outageRow struct {
 	method            string
@@ -40,7 +48,10 @@ type outageRow struct {
 // method does: Lease election's leader cannot renew, steps down after
 // RenewDeadline and controller-runtime exits; a RedisLock's leader keeps
 // leading, since Redis is reachable, and reconciles as soon as the API
-// server is back.
+// server is back. `make test` runs it, and `make bench` for the report.
+//
+//	OUTAGE_JSON  a file to write the results to, for
+//	             test/bench/cmd/benchreport (optional)
 func TestLeadershipThroughAPIServerOutage(t *testing.T) {
 	bin := goBuild(t, "./test/e2e/sampleoperator")
 	d := durations{lease: 3 * time.Second, renew: 2 * time.Second, retry: 500 * time.Millisecond}
@@ -51,19 +62,42 @@ func TestLeadershipThroughAPIServerOutage(t *testing.T) {
 			rows = append(rows, outageScenario(t, method, f, ns))
 		})
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "API server stopped for %v, 3 replicas, LeaseDuration/ttl %v, RenewDeadline %v, RetryPeriod %v:\n", apiServerOutage, d.lease, d.renew, d.retry)
-	b.WriteString("| election | leader kept leading | leadership changes | exits | restarts | time with no leader | API back to first reconcile |\n|---|---|---|---|---|---|---|\n")
-	for _, r := range rows {
-		fmt.Fprintf(&b, "| %s | %v | %d | %d | %d | %v | %v |\n", r.method, r.leaderKeptLeading, r.leaderChanges, r.exits, r.restarts,
-			r.noLeader.Round(100*time.Millisecond), r.firstReconcile.Round(10*time.Millisecond))
-	}
-	t.Log(b.String())
-	if out := os.Getenv("OUTAGE_TABLE"); out != "" {
-		if err := os.WriteFile(out, []byte(b.String()), 0o600); err != nil {
-			t.Error(err)
+	if path := os.Getenv("OUTAGE_JSON"); path != "" && len(rows) > 0 {
+		out := outageJSON{Outage: apiServerOutage.String(), Replicas: outageReplicas, RestartBackoff: outageRestartBackoff.String(),
+			LeaseDuration: d.lease.String(), RenewDeadline: d.renew.String(), RetryPeriod: d.retry.String()}
+		for _, r := range rows {
+			out.Methods = append(out.Methods, r.json())
 		}
+		writeJSON(t, path, out)
 	}
+}
+
+// outageJSON is what OUTAGE_JSON receives, times in seconds; the field
+// names are the contract with test/bench/cmd/benchreport.
+type outageJSON struct {
+	Outage         string             `json:"outage"`
+	Replicas       int                `json:"replicas"`
+	RestartBackoff string             `json:"restartBackoff"`
+	LeaseDuration  string             `json:"leaseDuration"`
+	RenewDeadline  string             `json:"renewDeadline"`
+	RetryPeriod    string             `json:"retryPeriod"`
+	Methods        []outageMethodJSON `json:"methods"`
+}
+
+type outageMethodJSON struct {
+	Method                string  `json:"method"`
+	LeaderKeptLeading     bool    `json:"leaderKeptLeading"`
+	LeaderChanges         int     `json:"leaderChanges"`
+	Exits                 int     `json:"exits"`
+	Restarts              int     `json:"restarts"`
+	NoLeaderSeconds       float64 `json:"noLeaderSeconds"`
+	FirstReconcileSeconds float64 `json:"firstReconcileSeconds"`
+}
+
+// json is r as OUTAGE_JSON has it.
+func (r outageRow) json() outageMethodJSON {
+	return outageMethodJSON{Method: r.method, LeaderKeptLeading: r.leaderKeptLeading, LeaderChanges: r.leaderChanges,
+		Exits: r.exits, Restarts: r.restarts, NoLeaderSeconds: r.noLeader.Seconds(), FirstReconcileSeconds: r.firstReconcile.Seconds()}
 }
 
 // TestAgentLeadsThroughAPIServerOutage: three injected agents (as local
@@ -117,14 +151,14 @@ func TestAgentLeadsThroughAPIServerOutage(t *testing.T) {
 // outageScenario runs the outage on f, whose replicas elect by method and
 // reconcile probes in namespace ns, and returns what happened.
 func outageScenario(t *testing.T, method string, f *fleet, ns string) outageRow {
-	for i := 1; i <= 3; i++ {
+	for i := 1; i <= outageReplicas; i++ {
 		f.start(fmt.Sprintf("replica-%d", i))
 	}
 	first := f.waitLeading(0, "", 20*time.Second)
-	f.waitStarted(3, 20*time.Second)
+	f.waitStarted(outageReplicas, 20*time.Second)
 	probe := newProbe(t, ns)
 	probe.bump(t, f, 20*time.Second)
-	restarts := f.restartOnExit(t, 10*time.Second)
+	restarts := f.restartOnExit(t, outageRestartBackoff)
 	pid := apiServerPid(t)
 	from := f.mark()
 	stopped := time.Now()

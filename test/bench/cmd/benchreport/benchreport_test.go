@@ -81,12 +81,16 @@ func TestReportHasEverySectionAndPlot(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "bench.txt"), []byte(benchOut), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	write("failover.json", failover{Trials: 3, LeaseDuration: "4s", RenewDeadline: "3s", RetryPeriod: "1s", IdleWindow: "30s", Methods: []failoverMethod{
+	write("failover.json", failover{Trials: 3, timing: timing{LeaseDuration: "4s", RenewDeadline: "3s", RetryPeriod: "1s"}, IdleWindow: "30s", Methods: []failoverMethod{
 		{Method: "redis", CrashSeconds: []float64{3.9, 4.0, 4.1}, GracefulSeconds: []float64{0.004, 0.003, 0}, APIWritesPerMinute: 0},
 		{Method: "lease", CrashSeconds: []float64{5.1, 6.2, 7.3}, GracefulSeconds: []float64{1.1, 1.2, 2.1}, APIWritesPerMinute: 60},
 	}})
+	write("outage.json", outage{Outage: "30s", Replicas: 3, RestartBackoff: "10s", timing: timing{LeaseDuration: "3s", RenewDeadline: "2s", RetryPeriod: "500ms"}, Methods: []outageMethod{
+		{Method: "lease", LeaderChanges: 1, Exits: 1, Restarts: 1, NoLeaderSeconds: 27.638, FirstReconcileSeconds: 1.106},
+		{Method: "redis", LeaderKeptLeading: true, FirstReconcileSeconds: 0.0798},
+	}})
 	f := func(v float64) *float64 { return &v }
-	write("steady.json", steadyState{Window: "60s", LeaseDuration: "15s", RenewDeadline: "10s", RetryPeriod: "2s", Cases: []steadyCase{
+	write("steady.json", steadyState{Window: "60s", timing: timing{LeaseDuration: "15s", RenewDeadline: "10s", RetryPeriod: "2s"}, Cases: []steadyCase{
 		{Method: "none", Seconds: 60.01},
 		{Method: "agent", Candidates: 5, Seconds: 60.02, RedisCommandsPerSecond: f(1.234), RedisScriptsPerSecond: f(0.9), NaturalScriptsPerSecond: f(0.833), APIReadsPerMinute: 2},
 		{Method: "plugin", Candidates: 20, Seconds: 60.03, RedisCommandsPerSecond: f(2.5), RedisScriptsPerSecond: f(1.8), NaturalScriptsPerSecond: f(1.833), APIReadsPerMinute: 2},
@@ -107,6 +111,10 @@ func TestReportHasEverySectionAndPlot(t *testing.T) {
 		"| 7 | 700.0 | 800.0 |",
 		"| Redis plugin | 4s | 4.1s | 4.1s | 3ms | 4ms | 4ms | 0.0 |",
 		"| Lease | 6.2s | 7.3s | 7.3s | 1.2s | 2.1s | 2.1s | 60.0 |",
+		"| Lease | no | 1 | 1 | 1 | 27.638s | 1.106s |",
+		"| Redis plugin | yes | 0 | 0 | 0 | 0s | 80ms |",
+		"kube-apiserver stopped (SIGSTOP) for 30s, then resumed; exited replicas restarted as a kubelet would (after 10s, doubling)",
+		"LeaseDuration (a RedisLock's ttl) 3s, RenewDeadline 2s, RetryPeriod (renewInterval) 500ms",
 		"| no election | 0 | – | – | – | 0.0 | 0.0 |",
 		"| Redis agent | 5 | 1.23 | 0.90 | 0.83 | 0.0 | 2.0 |",
 		"| Redis plugin | 20 | 2.50 | 1.80 | 1.83 | 0.0 | 2.0 |",
@@ -120,7 +128,7 @@ func TestReportHasEverySectionAndPlot(t *testing.T) {
 			t.Errorf("REPORT.md lacks %q:\n%s", want, md)
 		}
 	}
-	for _, png := range []string{"throughput.png", "redlock.png", "failover.png", "api-writes.png", "controller-lag.png"} {
+	for _, png := range []string{"throughput.png", "redlock.png", "failover.png", "api-writes.png", "outage.png", "controller-lag.png"} {
 		if !strings.Contains(string(md), "("+png+")") {
 			t.Errorf("REPORT.md does not show %s", png)
 		}
@@ -135,16 +143,25 @@ func TestReportSaysWhatWasNotRun(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "bench.txt"), []byte(benchOut), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := run(io.Discard, dir, report{command: "make bench", elapsed: time.Minute}); err != nil {
+	// No elapsed time, as for a report of parts run separately: the header tells none.
+	if err := run(io.Discard, dir, report{command: "make bench"}); err != nil {
 		t.Fatal(err)
 	}
 	md, err := os.ReadFile(filepath.Join(dir, "REPORT.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"Not run (no failover.json).", "Not run (no steady.json).", "Not run (no controller.json)."} {
+	for _, want := range []string{"Not run (no failover.json).", "Not run (no outage.json).", "Not run (no steady.json).", "Not run (no controller.json)."} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("REPORT.md lacks %q", want)
+		}
+	}
+	if strings.Contains(string(md), "the run took") {
+		t.Errorf("REPORT.md tells how long the run took without an elapsed time:\n%s", md)
+	}
+	for _, png := range []string{"failover.png", "api-writes.png", "outage.png", "controller-lag.png"} {
+		if _, err := os.Stat(filepath.Join(dir, png)); err == nil {
+			t.Errorf("%s drawn without its input", png)
 		}
 	}
 }

@@ -11,15 +11,27 @@ import (
 	"time"
 )
 
+// timing is the election timing a benchmark gave every method, as
+// durations ("15s"); for Redis, the RedisLock's ttl, renewDeadline and
+// renewInterval.
+type timing struct {
+	LeaseDuration string `json:"leaseDuration"`
+	RenewDeadline string `json:"renewDeadline"`
+	RetryPeriod   string `json:"retryPeriod"`
+}
+
+// String is the timing as the report says it.
+func (t timing) String() string {
+	return fmt.Sprintf("LeaseDuration (a RedisLock's ttl) %s, RenewDeadline %s, RetryPeriod (renewInterval) %s", t.LeaseDuration, t.RenewDeadline, t.RetryPeriod)
+}
+
 // failover is what TestFailoverBenchmark (test/e2e) writes to
 // $FAILOVER_JSON; the field names are the contract between the two.
 type failover struct {
-	Trials        int              `json:"trials"`
-	LeaseDuration string           `json:"leaseDuration"`
-	RenewDeadline string           `json:"renewDeadline"`
-	RetryPeriod   string           `json:"retryPeriod"`
-	IdleWindow    string           `json:"idleWindow"`
-	Methods       []failoverMethod `json:"methods"`
+	Trials int `json:"trials"`
+	timing
+	IdleWindow string           `json:"idleWindow"`
+	Methods    []failoverMethod `json:"methods"`
 }
 
 // failoverMethod is one election method's trials.
@@ -49,11 +61,9 @@ type controllerScale struct {
 // steadyState is what TestSteadyStateBenchmark (test/e2e) writes to
 // $STEADY_JSON; the field names are the contract between the two.
 type steadyState struct {
-	Window        string       `json:"window"`
-	LeaseDuration string       `json:"leaseDuration"`
-	RenewDeadline string       `json:"renewDeadline"`
-	RetryPeriod   string       `json:"retryPeriod"`
-	Cases         []steadyCase `json:"cases"`
+	Window string `json:"window"`
+	timing
+	Cases []steadyCase `json:"cases"`
 }
 
 // steadyCase is one method at one number of candidates, as rates over
@@ -68,6 +78,27 @@ type steadyCase struct {
 	NaturalScriptsPerSecond *float64 `json:"naturalScriptsPerSecond"`
 	APIWritesPerMinute      float64  `json:"apiWritesPerMinute"`
 	APIReadsPerMinute       float64  `json:"apiReadsPerMinute"`
+}
+
+// outage is what TestLeadershipThroughAPIServerOutage (test/e2e) writes
+// to $OUTAGE_JSON; the field names are the contract between the two.
+type outage struct {
+	Outage         string `json:"outage"` // how long kube-apiserver was stopped
+	Replicas       int    `json:"replicas"`
+	RestartBackoff string `json:"restartBackoff"` // an exited replica's first restart, doubling after
+	timing
+	Methods []outageMethod `json:"methods"`
+}
+
+// outageMethod is what one election method did through the outage.
+type outageMethod struct {
+	Method                string  `json:"method"` // redis or lease
+	LeaderKeptLeading     bool    `json:"leaderKeptLeading"`
+	LeaderChanges         int     `json:"leaderChanges"`
+	Exits                 int     `json:"exits"`
+	Restarts              int     `json:"restarts"`
+	NoLeaderSeconds       float64 `json:"noLeaderSeconds"`       // from the stop on, no replica leading
+	FirstReconcileSeconds float64 `json:"firstReconcileSeconds"` // from the resume to the first reconcile's write
 }
 
 // methodLabel names an election method for people.
@@ -85,20 +116,21 @@ func methodLabel(m string) string {
 	return m
 }
 
-// loadJSON decodes the file at path into v. A missing file is no error:
-// it returns false, and the report says that part was not run.
-func loadJSON(path string, v any) (bool, error) {
+// loadJSON decodes the file at path into a T. A missing file is no
+// error: it returns nil, and the report says that part was not run.
+func loadJSON[T any](path string) (*T, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
+		return nil, nil
 	}
 	if err != nil {
-		return false, err
+		return nil, err
 	}
+	v := new(T)
 	if err := json.Unmarshal(b, v); err != nil {
-		return false, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return true, nil
+	return v, nil
 }
 
 // quantile returns the p-quantile of vs by nearest rank: the maximum when
@@ -128,6 +160,14 @@ func rate(v *float64) string {
 		return "–"
 	}
 	return fmt.Sprintf("%.2f", *v)
+}
+
+// yesNo formats a boolean for people.
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
 }
 
 // mib formats a byte count in MiB, or n/a for zero.

@@ -8,9 +8,10 @@
 // failover benchmark (DIR/failover.json, from test/e2e's
 // TestFailoverBenchmark with FAILOVER_JSON), the steady-state cost of an
 // election (DIR/steady.json, from TestSteadyStateBenchmark with
-// STEADY_JSON) and the controller at scale (DIR/controller.json, from
-// TestControllerBenchmark with CONTROLLER_BENCH_JSON) when those files
-// exist. run.sh runs it.
+// STEADY_JSON), leadership through an API-server outage (DIR/outage.json,
+// from TestLeadershipThroughAPIServerOutage with OUTAGE_JSON) and the
+// controller at scale (DIR/controller.json, from TestControllerBenchmark
+// with CONTROLLER_BENCH_JSON) when those files exist. run.sh runs it.
 package main
 
 import (
@@ -26,7 +27,7 @@ import (
 func main() {
 	dir := flag.String("dir", "", "directory of bench.txt and the JSON files, where REPORT.md and the plots go (required)")
 	command := flag.String("command", "make bench", "the command that ran the benchmarks, for the report")
-	elapsed := flag.Duration("elapsed", 0, "how long the run took, for the report")
+	elapsed := flag.Duration("elapsed", 0, "how long the run took, for the report (0: not said)")
 	source := flag.String("source", "unknown", "the code measured, as `git describe --always --dirty` names it when the run began, for the report")
 	flag.Parse()
 	if *dir == "" {
@@ -62,23 +63,17 @@ func run(stdout io.Writer, dir string, rp report) error {
 	}
 
 	rp.bench, rp.machine, rp.date = r, readMachine(), time.Now()
-	var f failover
-	if ok, err := loadJSON(filepath.Join(dir, "failover.json"), &f); err != nil {
+	if rp.failover, err = loadJSON[failover](filepath.Join(dir, "failover.json")); err != nil {
 		return err
-	} else if ok {
-		rp.failover = &f
 	}
-	var st steadyState
-	if ok, err := loadJSON(filepath.Join(dir, "steady.json"), &st); err != nil {
+	if rp.outage, err = loadJSON[outage](filepath.Join(dir, "outage.json")); err != nil {
 		return err
-	} else if ok {
-		rp.steady = &st
 	}
-	var c controllerScale
-	if ok, err := loadJSON(filepath.Join(dir, "controller.json"), &c); err != nil {
+	if rp.steady, err = loadJSON[steadyState](filepath.Join(dir, "steady.json")); err != nil {
 		return err
-	} else if ok {
-		rp.controller = &c
+	}
+	if rp.controller, err = loadJSON[controllerScale](filepath.Join(dir, "controller.json")); err != nil {
+		return err
 	}
 	if err := rp.write(dir); err != nil {
 		return err

@@ -168,28 +168,62 @@ func failoverPanel(title string, f failover, of func(failoverMethod) []float64) 
 // plotAPIWrites draws each method's election writes to the API server per
 // minute, labelled with their values.
 func plotAPIWrites(path string, f failover) error {
-	p := plot.New()
-	p.Title.Text = "Election writes to the API server, idle"
-	p.Y.Label.Text = "writes/min"
-	vs := make(plotter.Values, len(f.Methods))
-	top := 1.0
 	var names []string
-	labels := plotter.XYLabels{}
-	for i, m := range f.Methods {
-		vs[i] = m.APIWritesPerMinute
-		top = math.Max(top, m.APIWritesPerMinute)
+	var vs plotter.Values
+	for _, m := range f.Methods {
 		names = append(names, methodLabel(m.Method))
-		labels.XYs = append(labels.XYs, plotter.XY{X: float64(i), Y: m.APIWritesPerMinute})
-		labels.Labels = append(labels.Labels, fmt.Sprintf("%.1f", m.APIWritesPerMinute))
+		vs = append(vs, m.APIWritesPerMinute)
+	}
+	p, err := methodBars("Election writes to the API server, idle", "writes/min", names, vs, func(v float64) string { return fmt.Sprintf("%.1f", v) })
+	if err != nil {
+		return err
+	}
+	return savePNG(path, p)
+}
+
+// plotOutage draws, per method, the time with no leader through the
+// API-server outage and the time from the API server's return to the
+// first reconcile, labelled with their values.
+func plotOutage(path string, o outage) error {
+	var names []string
+	var none, first plotter.Values
+	for _, m := range o.Methods {
+		names = append(names, methodLabel(m.Method))
+		none = append(none, m.NoLeaderSeconds)
+		first = append(first, m.FirstReconcileSeconds)
+	}
+	noLeader, err := methodBars(fmt.Sprintf("Time with no leader, API server stopped %s", o.Outage), "seconds", names, none, seconds)
+	if err != nil {
+		return err
+	}
+	reconcile, err := methodBars("API server back to the first reconcile", "seconds", names, first, seconds)
+	if err != nil {
+		return err
+	}
+	return savePNG(path, noLeader, reconcile)
+}
+
+// methodBars is one bar per method (names), each labelled with its value
+// as label formats it; the Y axis starts at 0 and reaches at least 1.
+func methodBars(title, yLabel string, names []string, vs plotter.Values, label func(float64) string) (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text = title
+	p.Y.Label.Text = yLabel
+	top := 1.0
+	labels := plotter.XYLabels{}
+	for i, v := range vs {
+		top = math.Max(top, v)
+		labels.XYs = append(labels.XYs, plotter.XY{X: float64(i), Y: v})
+		labels.Labels = append(labels.Labels, label(v))
 	}
 	bars, err := plotter.NewBarChart(vs, vg.Points(40))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	bars.Color = plotutil.Color(0)
 	l, err := plotter.NewLabels(labels)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for i := range l.TextStyle {
 		l.TextStyle[i].XAlign = draw.XCenter
@@ -197,9 +231,9 @@ func plotAPIWrites(path string, f failover) error {
 	l.Offset = vg.Point{Y: vg.Points(3)}
 	p.Add(bars, l)
 	p.NominalX(names...)
-	p.X.Min, p.X.Max = -0.5, float64(len(f.Methods))-0.5
+	p.X.Min, p.X.Max = -0.5, float64(len(vs))-0.5
 	p.Y.Min, p.Y.Max = 0, 1.2*top
-	return savePNG(path, p)
+	return p, nil
 }
 
 // plotLag draws the distribution of the controller's status lag, and the

@@ -8,11 +8,13 @@ import (
 	"time"
 )
 
-// report is everything REPORT.md shows; failover, steady and controller
-// are nil when that part was not run.
+// report is everything REPORT.md shows; failover, outage, steady and
+// controller are nil when that part was not run, and elapsed is 0 when
+// it is not known (a report of parts run separately).
 type report struct {
 	bench      results
 	failover   *failover
+	outage     *outage
 	steady     *steadyState
 	controller *controllerScale
 	machine    machine
@@ -38,6 +40,9 @@ func (rp report) write(dir string) error {
 		plots["failover"] = plotFile{"failover.png", func(p string) error { return plotFailover(p, *f) }}
 		plots["apiwrites"] = plotFile{"api-writes.png", func(p string) error { return plotAPIWrites(p, *f) }}
 	}
+	if o := rp.outage; o != nil {
+		plots["outage"] = plotFile{"outage.png", func(p string) error { return plotOutage(p, *o) }}
+	}
 	if c := rp.controller; c != nil && len(c.LagSeconds) > 0 {
 		plots["lag"] = plotFile{"controller-lag.png", func(p string) error { return plotLag(p, *c) }}
 	}
@@ -61,8 +66,11 @@ func (rp report) markdown(w *strings.Builder, plots map[string]plotFile) {
 	m := rp.machine
 	fmt.Fprintln(w, "# Benchmark report")
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "Written by `%s` on %s; the run took %v. The inputs are next to this file: `bench.txt` (`go test -bench` output of `test/bench`), `failover.json`, `steady.json`, `controller.json`.\n",
-		rp.command, rp.date.UTC().Format("2006-01-02 15:04 MST"), rp.elapsed.Round(time.Second))
+	fmt.Fprintf(w, "Written by `%s` on %s", rp.command, rp.date.UTC().Format("2006-01-02 15:04 MST"))
+	if rp.elapsed > 0 {
+		fmt.Fprintf(w, "; the run took %v", rp.elapsed.Round(time.Second))
+	}
+	fmt.Fprintln(w, ". The inputs are next to this file: `bench.txt` (`go test -bench` output of `test/bench`), `failover.json`, `outage.json`, `steady.json`, `controller.json`.")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "The numbers are from this one machine; they move with it, so compare ratios within a run.")
 	fmt.Fprintln(w)
@@ -91,8 +99,8 @@ func (rp report) markdown(w *strings.Builder, plots map[string]plotFile) {
 	fmt.Fprintln(w, "\n## Failover and handover: Redis plugin against Lease")
 	fmt.Fprintln(w)
 	if f := rp.failover; f != nil {
-		fmt.Fprintf(w, "Three replicas of `test/e2e/sampleoperator` against an envtest API server; %d trials each of kill -9 (crash) and SIGTERM (graceful) of the leader, timed to the next replica's LEADING line. Both methods with the same timing: LeaseDuration (a RedisLock's ttl) %s, RenewDeadline %s, RetryPeriod (renewInterval) %s. API writes are the election's writes to Leases and RedisLocks over %s of an idle fleet.\n",
-			f.Trials, f.LeaseDuration, f.RenewDeadline, f.RetryPeriod, f.IdleWindow)
+		fmt.Fprintf(w, "Three replicas of `test/e2e/sampleoperator` against an envtest API server; %d trials each of kill -9 (crash) and SIGTERM (graceful) of the leader, timed to the next replica's LEADING line. Both methods with the same timing: %s. API writes are the election's writes to Leases and RedisLocks over %s of an idle fleet.\n",
+			f.Trials, f.timing, f.IdleWindow)
 		fmt.Fprintln(w)
 		fmt.Fprintln(w, "| method | crash p50 | crash p90 | crash max | graceful p50 | graceful p90 | graceful max | election API writes/min |")
 		fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|")
@@ -108,11 +116,28 @@ func (rp report) markdown(w *strings.Builder, plots map[string]plotFile) {
 		fmt.Fprintln(w, "Not run (no failover.json).")
 	}
 
+	fmt.Fprintln(w, "\n## Through an API-server outage: Redis plugin against Lease")
+	fmt.Fprintln(w)
+	if o := rp.outage; o != nil {
+		fmt.Fprintf(w, "%d replicas of `test/e2e/sampleoperator` per method against an envtest API server; kube-apiserver stopped (SIGSTOP) for %s, then resumed; exited replicas restarted as a kubelet would (after %s, doubling). \"Time with no leader\" is from the stop on, while no replica led; \"API back to first reconcile\" is from the resume to the leader's write for a ConfigMap changed once the API answered. Both methods with the same timing: %s. The run fails unless the RedisLock's leader led throughout and Lease's leader exited.\n",
+			o.Replicas, o.Outage, o.RestartBackoff, o.timing)
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "| method | leader kept leading | leadership changes | exits | restarts | time with no leader | API back to first reconcile |")
+		fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|")
+		for _, m := range o.Methods {
+			fmt.Fprintf(w, "| %s | %s | %d | %d | %d | %s | %s |\n", methodLabel(m.Method), yesNo(m.LeaderKeptLeading),
+				m.LeaderChanges, m.Exits, m.Restarts, seconds(m.NoLeaderSeconds), seconds(m.FirstReconcileSeconds))
+		}
+		img("outage", "time with no leader and to the first reconcile, through the outage")
+	} else {
+		fmt.Fprintln(w, "Not run (no outage.json).")
+	}
+
 	fmt.Fprintln(w, "\n## Steady state: what an election costs, Redis agent and plugin against Lease")
 	fmt.Fprintln(w)
 	if st := rp.steady; st != nil {
-		fmt.Fprintf(w, "N candidates of one election against an envtest API server, counted over %s once a leader settled (the rates use the measured time; the run fails if the leader changed). Redis agent: `redislock agent` processes, as the webhook injects them; Redis plugin: `test/e2e/sampleoperator` with `pkg/election`; Lease: the same operator with controller-runtime's Lease election. All three with the same timing: LeaseDuration (a RedisLock's ttl) %s, RenewDeadline %s, RetryPeriod (renewInterval) %s. ",
-			st.Window, st.LeaseDuration, st.RenewDeadline, st.RetryPeriod)
+		fmt.Fprintf(w, "N candidates of one election against an envtest API server, counted over %s once a leader settled (the rates use the measured time; the run fails if the leader changed). Redis agent: `redislock agent` processes, as the webhook injects them; Redis plugin: `test/e2e/sampleoperator` with `pkg/election`; Lease: the same operator with controller-runtime's Lease election. All three with the same timing: %s. ",
+			st.Window, st.timing)
 		fmt.Fprintln(w, "Redis: every command the one redis-server ran (`INFO commandstats`, the commands scripts run counted too), the `redislock controller`'s (which shows the holder) included; scripts are the lock operations, against E1's natural rate (the leader's renewal per renewInterval, one attempt per ttl from each standby and from the controller). API: kube-apiserver's own `apiserver_request_total` on Leases, RedisLocks, Events, Pods and Secrets, the same count for every method: writes are create, update, patch and delete; reads are get, list and watch (a watch counts when it ends). The API server runs without its identity Lease, so it makes no requests of its own there; \"no election\" is the control: the same count with nothing running.")
 		fmt.Fprintln(w)
 		fmt.Fprintln(w, "| method | candidates | Redis commands/s | Redis scripts/s | E1 natural scripts/s | API writes/min | API reads/min |")
