@@ -39,15 +39,7 @@ func TestThreeAgentsOneLeaderThroughFaults(t *testing.T) {
 	applyRedisLock(t, ns, "worker", s, "agent-pass", faultTiming)
 	kubeconfig := agentUser(t, ns)
 
-	bin := goBuild(t, ".")
-	fl := &agentFleet{t: t, bin: bin, ns: ns, lock: "worker", kubeconfig: kubeconfig, dir: t.TempDir(), procs: map[string]*agentProc{}}
-	ids := []string{"worker-a", "worker-b", "worker-c"}
-	for _, id := range ids {
-		mustKubectl(t, "run", "-n", ns, id, "--image=example.test/worker:1", "--restart=Never")
-		fl.start(id, freeAddr(t))
-	}
-	p := startPoller(fl)
-	t.Cleanup(p.stop)
+	fl, ids, p := startAgents(t, ns, "worker", kubeconfig)
 	ttl := faultTiming.lease
 
 	// The Redis just started: the restart guard grants the lock after it has
@@ -164,6 +156,22 @@ func agentUser(t *testing.T, ns string) string {
 	}
 	mustKubectl(t, "create", "rolebinding", "-n", ns, "redislock-agent", "--clusterrole=redislock-agent", "--user="+name)
 	return path
+}
+
+// startAgents creates the pods worker-a, -b and -c in ns, starts an agent
+// for each on lock with kubeconfig, and a poller of their /leader, stopped
+// when the test ends.
+func startAgents(t *testing.T, ns, lock, kubeconfig string) (*agentFleet, []string, *poller) {
+	t.Helper()
+	fl := &agentFleet{t: t, bin: goBuild(t, "."), ns: ns, lock: lock, kubeconfig: kubeconfig, dir: t.TempDir(), procs: map[string]*agentProc{}}
+	ids := []string{"worker-a", "worker-b", "worker-c"}
+	for _, id := range ids {
+		mustKubectl(t, "run", "-n", ns, id, "--image=example.test/worker:1", "--restart=Never")
+		fl.start(id, freeAddr(t))
+	}
+	p := startPoller(fl)
+	t.Cleanup(p.stop)
+	return fl, ids, p
 }
 
 // agentFleet runs agent processes.

@@ -111,30 +111,10 @@ func TestAgentLeadsThroughAPIServerOutage(t *testing.T) {
 	startController(t, nil)
 	ns := newNamespace(t)
 	applyRedisLock(t, ns, "worker", s, "outage-pass", faultTiming)
-	fl := &agentFleet{t: t, bin: goBuild(t, "."), ns: ns, lock: "worker", kubeconfig: agentUser(t, ns), dir: t.TempDir(), procs: map[string]*agentProc{}}
-	ids := []string{"worker-a", "worker-b", "worker-c"}
-	for _, id := range ids {
-		mustKubectl(t, "run", "-n", ns, id, "--image=example.test/worker:1", "--restart=Never")
-		fl.start(id, freeAddr(t))
-	}
-	p := startPoller(fl)
-	t.Cleanup(p.stop)
+	fl, ids, p := startAgents(t, ns, "worker", agentUser(t, ns))
 	leader := p.waitLeader(t, "", 3*faultTiming.lease+5*time.Second)
 	waitLabels(t, ns, leader, ids)
-	pid := apiServerPid(t)
-	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	resumed := false
-	resume := func() {
-		if !resumed {
-			resumed = true
-			if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
-				t.Error(err)
-			}
-		}
-	}
-	t.Cleanup(resume)
+	resume := stopAPIServer(t)
 	p.steady(t, apiServerOutage) // one leader, every answer, throughout
 	during, _, err := leaderhttp.Get(context.Background(), "http://"+fl.proc(leader).addr+"/leader")
 	resume()
@@ -159,22 +139,9 @@ func outageScenario(t *testing.T, method string, f *fleet, ns string) outageRow 
 	probe := newProbe(t, ns)
 	probe.bump(t, f, 20*time.Second)
 	restarts := f.restartOnExit(t, outageRestartBackoff)
-	pid := apiServerPid(t)
 	from := f.mark()
 	stopped := time.Now()
-	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	resumed := false
-	resume := func() {
-		if !resumed {
-			resumed = true
-			if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
-				t.Error(err)
-			}
-		}
-	}
-	t.Cleanup(resume)           // whatever happens, the other tests get their API server back
+	resume := stopAPIServer(t)
 	time.Sleep(apiServerOutage) // the scenario itself: the API server is away this long
 	resume()
 	back := time.Now()
@@ -287,6 +254,27 @@ func (f *fleet) restartOnExit(t *testing.T, base time.Duration) func() int64 {
 		defer mu.Unlock()
 		return n
 	}
+}
+
+// stopAPIServer stops the envtest kube-apiserver (SIGSTOP) and returns the
+// function that resumes it, which also runs when the test ends, so that
+// the other tests get their API server back whatever happens.
+func stopAPIServer(t *testing.T) (resume func()) {
+	t.Helper()
+	pid := apiServerPid(t)
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	resume = func() {
+		once.Do(func() {
+			if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	t.Cleanup(resume)
+	return resume
 }
 
 // apiServerPid returns the pid of the envtest kube-apiserver, a child of
