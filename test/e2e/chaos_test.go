@@ -5,11 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -415,11 +417,7 @@ func (r *chaosRun) addrs() map[string]string {
 func (r *chaosRun) pick(rng *rand.Rand) *chaosCandidate {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	ids := make([]string, 0, len(r.procs))
-	for id := range r.procs {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
+	ids := slices.Sorted(maps.Keys(r.procs))
 	if rng.IntN(2) == 0 {
 		for _, id := range ids {
 			if leading(r.procs[id].addr) {

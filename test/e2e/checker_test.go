@@ -3,7 +3,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -96,11 +98,7 @@ func (p *poller) stop() {
 func (p *poller) lastAnswers() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	ids := make([]string, 0, len(p.last))
-	for id := range p.last {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
+	ids := slices.Sorted(maps.Keys(p.last))
 	var b strings.Builder
 	for _, id := range ids {
 		s := p.last[id]

@@ -110,9 +110,12 @@ func TestAgentLeadsThroughAPIServerOutage(t *testing.T) {
 	s := redistest.Start(t, redisproc.Options{Password: "outage-pass"})
 	startController(t, nil)
 	ns := newNamespace(t)
-	applyRedisLock(t, ns, "worker", s, "outage-pass", faultTiming)
+	// Generous timing: the verdict is about the API server, and one
+	// leader for 30s must not hang on a renewal delayed by the machine.
+	d := durations{lease: 6 * time.Second, renew: 4 * time.Second, retry: time.Second}
+	applyRedisLock(t, ns, "worker", s, "outage-pass", d)
 	fl, ids, p := startAgents(t, ns, "worker", agentUser(t, ns))
-	leader := p.waitLeader(t, "", 3*faultTiming.lease+5*time.Second)
+	leader := p.waitLeader(t, "", 3*d.lease+5*time.Second)
 	waitLabels(t, ns, leader, ids)
 	resume := stopAPIServer(t)
 	p.steady(t, apiServerOutage) // one leader, every answer, throughout
@@ -356,7 +359,9 @@ func TestWriteGateStopsADeposedLeader(t *testing.T) {
 	for _, gated := range []bool{false, true} {
 		t.Run(fmt.Sprintf("gate=%v", gated), func(t *testing.T) {
 			_, ns, name := startRedisLock(t, d)
-			args := append(redisArgs(ns, name), "-probe-hold=1s")
+			// The hold must outlast the test's reading of RECONCILING and
+			// its SIGSTOP, on a loaded machine too.
+			args := append(redisArgs(ns, name), "-probe-hold=5s")
 			if gated {
 				args = append(args, "-write-gate")
 			}
