@@ -76,6 +76,7 @@ type RedisLockReconciler struct {
 	Clock clock.Clock
 
 	clients *clientCache
+	own     ownWrites
 }
 
 // +kubebuilder:rbac:groups=redislock.io,resources=redislocks,verbs=get;list;watch;update;patch
@@ -93,10 +94,17 @@ func (r *RedisLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if err := r.Get(ctx, req.NamespacedName, &rl); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.clients.forget(req.NamespacedName)
+			r.own.forget(req.NamespacedName)
 			forgetMetrics(req.Namespace, req.Name)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("get redislock: %w", err)
+	}
+	if r.own.behind(&rl) {
+		// Resync as a safety net: this reconcile may have taken the
+		// place of a requeue the last one asked for.
+		log.V(1).Info("cache is behind this controller's last write; its watch event starts the next reconcile", "resourceVersion", rl.ResourceVersion)
+		return ctrl.Result{RequeueAfter: r.Resync}, nil
 	}
 	before := rl.DeepCopy()
 	defer func() {
@@ -242,6 +250,7 @@ func (r *RedisLockReconciler) write(ctx context.Context, before, rl *v1alpha1.Re
 			errs = append(errs, fmt.Errorf("patch metadata: %w", err))
 		} else {
 			latest = m
+			r.own.record(m)
 		}
 	}
 	if !equality.Semantic.DeepEqual(before.Status, rl.Status) {
@@ -268,10 +277,11 @@ func (r *RedisLockReconciler) applyStatus(ctx context.Context, status v1alpha1.R
 	if err := r.adoptStatus(ctx, rl); err != nil {
 		return fmt.Errorf("take over status fields written by update: %w", err)
 	}
-	apply := client.ApplyConfigurationFromUnstructured(&unstructured.Unstructured{Object: u})
-	if err := r.Status().Apply(ctx, apply, client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
+	applied := &unstructured.Unstructured{Object: u}
+	if err := r.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(applied), client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
 		return fmt.Errorf("apply status: %w", err)
 	}
+	r.own.record(applied)
 	return nil
 }
 

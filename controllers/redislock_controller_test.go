@@ -333,6 +333,11 @@ func TestStaleForceReleaseAnnotationReleasesNoOneElse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The copy is as new as the controller's last write, so that the
+	// reconcile goes ahead (see TestReconcileOfACopyOlderThanItsOwnWriteWritesNothing)
+	// and the annotation is what it must not trust: as from a cache that
+	// has not seen another process's removal.
+	waitLock(t, rl, 5*time.Second, "next-pod", func(got *v1alpha1.RedisLock) bool { return got.Status.HolderIdentity == "next-pod" })
 	var stale v1alpha1.RedisLock
 	if err := k8s.Get(ctx, client.ObjectKeyFromObject(rl), &stale); err != nil {
 		t.Fatal(err)
@@ -352,6 +357,52 @@ func TestStaleForceReleaseAnnotationReleasesNoOneElse(t *testing.T) {
 	if err := nl.Refresh(ctx); err != nil {
 		t.Fatalf("the next holder after a reconcile of a stale, annotated copy: %v; want it to keep the lock", err)
 	}
+}
+
+// A reconcile that reads a copy older than the controller's own last
+// write (the cache has not caught up yet) writes nothing: redoing the
+// write from the older state would apply the status again and record the
+// holder change twice. The watch event of the write starts the next one.
+func TestReconcileOfACopyOlderThanItsOwnWriteWritesNothing(t *testing.T) {
+	s := redistest.Start(t, redisproc.Options{})
+	ns := namespace(t)
+	rl := redisLock(ns, "behind", v1alpha1.ModeStandalone, s.Addr)
+	create(t, rl)
+	ctx := context.Background()
+	a, err := holder(t, "pod-a", s).Obtain(ctx, ns+"/behind", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitLock(t, rl, 5*time.Second, "pod-a", func(got *v1alpha1.RedisLock) bool { return got.Status.HolderIdentity == "pod-a" })
+	var old v1alpha1.RedisLock
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(rl), &old); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := holder(t, "pod-b", s).Obtain(ctx, ns+"/behind", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	waitLock(t, rl, 5*time.Second, "pod-b", func(got *v1alpha1.RedisLock) bool { return got.Status.HolderIdentity == "pod-b" })
+	key := client.ObjectKeyFromObject(rl)
+	requests.serveStale(&old)
+	waitFor(t, 3*resync, "the older copy to be read", func() (bool, any) {
+		requests.mu.Lock()
+		defer requests.mu.Unlock()
+		_, pending := requests.stale[key]
+		return !pending, pending
+	})
+	requests.mu.Lock()
+	id := requests.staleReads[len(requests.staleReads)-1]
+	requests.mu.Unlock()
+	// Reconciles of one object run one at a time: once the next one has
+	// started, the one that read the older copy is done.
+	waitReconciles(t, rl, len(requests.reconciles(key)), 1, 3*resync)
+	if w := requests.writesIn(id); len(w) != 0 {
+		t.Fatalf("the reconcile that read a copy older than its own write wrote %q; want nothing", w)
+	}
+	waitLock(t, rl, 5*time.Second, "pod-b still shown", func(got *v1alpha1.RedisLock) bool { return got.Status.HolderIdentity == "pod-b" })
 }
 
 // forceReleaseHeldLock creates the RedisLock name on a new Redis, has

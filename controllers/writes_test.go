@@ -36,6 +36,8 @@ type requestLog struct {
 	// stale is what the next read of each object returns instead of
 	// the cache's copy, as a cache that lags behind.
 	stale map[client.ObjectKey]client.Object
+	// staleReads are the reconciles that were served a stale copy.
+	staleReads []types.UID
 }
 
 // serveStale makes the reconciler's next read of obj's key return obj.
@@ -48,13 +50,30 @@ func (l *requestLog) serveStale(obj client.Object) {
 	l.stale[client.ObjectKeyFromObject(obj)] = obj
 }
 
-// takeStale returns the stale copy to serve for key, once, or nil.
-func (l *requestLog) takeStale(key client.ObjectKey) client.Object {
+// takeStale returns the stale copy to serve for key, once, or nil, and
+// notes the reconcile it is served to.
+func (l *requestLog) takeStale(ctx context.Context, key client.ObjectKey) client.Object {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	obj := l.stale[key]
-	delete(l.stale, key)
+	obj, ok := l.stale[key]
+	if ok {
+		delete(l.stale, key)
+		l.staleReads = append(l.staleReads, controller.ReconcileIDFromContext(ctx))
+	}
 	return obj
+}
+
+// writesIn returns the writes reconcile id made.
+func (l *requestLog) writesIn(id types.UID) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, r := range l.all {
+		if r.reconcile == id && r.verb != reqGet {
+			out = append(out, r.verb)
+		}
+	}
+	return out
 }
 
 // failNextPatch makes the reconciler's next metadata patch of obj fail.
@@ -152,7 +171,7 @@ type recordingClient struct{ client.Client }
 
 func (c recordingClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 	requests.add(ctx, key, reqGet)
-	if stale := requests.takeStale(key); stale != nil {
+	if stale := requests.takeStale(ctx, key); stale != nil {
 		reflect.ValueOf(obj).Elem().Set(reflect.ValueOf(stale.DeepCopyObject()).Elem())
 		return nil
 	}
