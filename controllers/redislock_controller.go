@@ -70,6 +70,9 @@ type RedisLockReconciler struct {
 	// the annotation's removal never releases the next holder too.
 	// Default: the manager's APIReader.
 	APIReader client.Reader
+	// ClusterID is this cluster's identity (redisconn.ClusterID), which
+	// names the locks of scope Cluster in Redis. Required.
+	ClusterID string
 	// Clock tells time: when a holder was observed, when the nodes'
 	// eviction policy is due to be read again, and the backoff of a lost
 	// subscription. Default: clock.RealClock.
@@ -84,6 +87,7 @@ type RedisLockReconciler struct {
 // +kubebuilder:rbac:groups=redislock.io,resources=redislocks/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=namespaces,resourceNames=kube-system,verbs=get
 
 // Reconcile reads one RedisLock's lock from Redis and updates its status
 // when something visible changed. It changes only its copy of the object,
@@ -135,7 +139,11 @@ func (r *RedisLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		observed(&rl)
 		return ctrl.Result{RequeueAfter: r.Resync}, nil
 	}
-	name := redisconn.LockName(&rl)
+	name := redisconn.LockName(&rl, r.ClusterID)
+	rl.Status.LockName, rl.Status.ClusterID = name, ""
+	if rl.Spec.Scope != v1alpha1.ScopeGlobal {
+		rl.Status.ClusterID = r.ClusterID
+	}
 	if _, ok := rl.Annotations[ForceReleaseAnnotation]; ok {
 		if err := r.forceRelease(ctx, &rl, lc, name); err != nil {
 			return ctrl.Result{}, err
@@ -213,7 +221,7 @@ func (r *RedisLockReconciler) lockClient(ctx context.Context, rl *v1alpha1.Redis
 	if err != nil {
 		return nil, err
 	}
-	lc, err := r.clients.get(ctx, client.ObjectKeyFromObject(rl), cfg, redisconn.LockName(rl))
+	lc, err := r.clients.get(ctx, client.ObjectKeyFromObject(rl), cfg, redisconn.LockName(rl, r.ClusterID))
 	if err != nil {
 		return nil, err
 	}
@@ -354,7 +362,7 @@ func (r *RedisLockReconciler) finalize(ctx context.Context, rl *v1alpha1.RedisLo
 	lc, err := r.lockClient(ctx, rl)
 	if err == nil {
 		var rel redislock.Released
-		rel, err = lc.ForceRelease(ctx, redisconn.LockName(rl), redisconn.Timing(rl).TTL)
+		rel, err = lc.ForceRelease(ctx, redisconn.LockName(rl, r.ClusterID), redisconn.Timing(rl).TTL)
 		if err == nil {
 			r.Recorder.Eventf(rl, nil, corev1.EventTypeNormal, EventReleasedOnDelete, "Delete", "released lock from holder %q before deletion; grantable again in %v", rel.Identity, rel.Wait.Round(time.Millisecond))
 		}
@@ -371,6 +379,9 @@ func (r *RedisLockReconciler) finalize(ctx context.Context, rl *v1alpha1.RedisLo
 // SetupWithManager registers the controller: it watches RedisLocks, the
 // Secrets they name, and the lock events from Redis.
 func (r *RedisLockReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.ClusterID == "" {
+		return errors.New("controllers: ClusterID is empty")
+	}
 	if r.Resync == 0 {
 		r.Resync = 30 * time.Second
 	}

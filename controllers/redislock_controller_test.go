@@ -167,7 +167,7 @@ func TestStatusFollowsHolderQuicklyAndOnlyOnChange(t *testing.T) {
 		return isCond(v1alpha1.ConditionReady, metav1.ConditionTrue, controllers.ReasonReady)(got) &&
 			isCond(v1alpha1.ConditionHeld, metav1.ConditionFalse, controllers.ReasonFree)(got)
 	})
-	name := ns + "/leader"
+	name := lockIn(ns) + "/leader"
 	ctx := context.Background()
 	var lags []time.Duration
 	for i := 0; i < 20; i++ {
@@ -227,7 +227,7 @@ func TestCrashedHolderClearsAtExpiry(t *testing.T) {
 	rl := redisLock(ns, "crash", v1alpha1.ModeStandalone, s.Addr)
 	create(t, rl)
 	// A holder that never renews nor releases: a crash.
-	if _, err := holder(t, "crasher", s).Obtain(context.Background(), ns+"/crash", 1500*time.Millisecond); err != nil {
+	if _, err := holder(t, "crasher", s).Obtain(context.Background(), lockIn(ns)+"/crash", 1500*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
 	waitLock(t, rl, 5*time.Second, "the holder", func(got *v1alpha1.RedisLock) bool { return got.Status.HolderIdentity == "crasher" })
@@ -326,10 +326,10 @@ func TestStaleForceReleaseAnnotationReleasesNoOneElse(t *testing.T) {
 	// waiting out its minute), and another pod takes the lock.
 	c := s.Client()
 	defer func() { _ = c.Close() }()
-	if err := c.Del(ctx, "redislock:{"+ns+"/stale}:until").Err(); err != nil {
+	if err := c.Del(ctx, "redislock:{"+lockIn(ns)+"/stale}:until").Err(); err != nil {
 		t.Fatal(err)
 	}
-	nl, err := holder(t, "next-pod", s).Obtain(ctx, ns+"/stale", time.Minute)
+	nl, err := holder(t, "next-pod", s).Obtain(ctx, lockIn(ns)+"/stale", time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -369,7 +369,7 @@ func TestReconcileOfACopyOlderThanItsOwnWriteWritesNothing(t *testing.T) {
 	rl := redisLock(ns, "behind", v1alpha1.ModeStandalone, s.Addr)
 	create(t, rl)
 	ctx := context.Background()
-	a, err := holder(t, "pod-a", s).Obtain(ctx, ns+"/behind", time.Minute)
+	a, err := holder(t, "pod-a", s).Obtain(ctx, lockIn(ns)+"/behind", time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -381,7 +381,7 @@ func TestReconcileOfACopyOlderThanItsOwnWriteWritesNothing(t *testing.T) {
 	if err := a.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := holder(t, "pod-b", s).Obtain(ctx, ns+"/behind", time.Minute); err != nil {
+	if _, err := holder(t, "pod-b", s).Obtain(ctx, lockIn(ns)+"/behind", time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	waitLock(t, rl, 5*time.Second, "pod-b", func(got *v1alpha1.RedisLock) bool { return got.Status.HolderIdentity == "pod-b" })
@@ -417,7 +417,7 @@ func forceReleaseHeldLock(t *testing.T, name string, prepare func(*v1alpha1.Redi
 	rl := redisLock(ns, name, v1alpha1.ModeStandalone, s.Addr)
 	create(t, rl)
 	ctx := context.Background()
-	l, err := holder(t, "stuck-pod", s).Obtain(ctx, ns+"/"+name, time.Minute)
+	l, err := holder(t, "stuck-pod", s).Obtain(ctx, lockIn(ns)+"/"+name, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -466,10 +466,13 @@ func TestDeletionPolicy(t *testing.T) {
 			rl := redisLock(ns, name, v1alpha1.ModeStandalone, s.Addr)
 			rl.Spec.DeletionPolicy = policy
 			create(t, rl)
-			if _, err := holder(t, "pod", s).Obtain(ctx, ns+"/"+name, time.Minute); err != nil {
+			if _, err := holder(t, "pod", s).Obtain(ctx, lockIn(ns)+"/"+name, time.Minute); err != nil {
 				t.Fatal(err)
 			}
 			got := waitLock(t, rl, 5*time.Second, "the holder", func(got *v1alpha1.RedisLock) bool { return got.Status.HolderIdentity == "pod" })
+			if got.Spec.Scope != v1alpha1.ScopeCluster || got.Status.ClusterID != clusterID || got.Status.LockName != lockIn(ns)+"/"+name {
+				t.Fatalf("scope %q, status clusterID %q and lockName %q; want Cluster by default, %q and the name the holder took", got.Spec.Scope, got.Status.ClusterID, got.Status.LockName, clusterID)
+			}
 			release := policy == v1alpha1.DeletionRelease
 			if has := slices.Contains(got.Finalizers, controllers.Finalizer); has != release {
 				t.Fatalf("finalizers %v with policy %s", got.Finalizers, policy)
@@ -499,7 +502,7 @@ func TestDeletionPolicy(t *testing.T) {
 			if release && !slices.EqualFunc(deleting, [][]string{{reqPatch}}, slices.Equal) {
 				t.Fatalf("writes after the delete %q; want the finalizer patched away once, and nothing else", deleting)
 			}
-			n, err := rc.Exists(ctx, "redislock:{"+ns+"/"+name+"}").Result()
+			n, err := rc.Exists(ctx, "redislock:{"+lockIn(ns)+"/"+name+"}").Result()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -542,7 +545,7 @@ func TestRedisDownAndGarbage(t *testing.T) {
 
 	rc := s.Client()
 	defer func() { _ = rc.Close() }()
-	if err := rc.Set(context.Background(), "redislock:{"+ns+"/faults}", "garbage", 0).Err(); err != nil {
+	if err := rc.Set(context.Background(), "redislock:{"+lockIn(ns)+"/faults}", "garbage", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
 	waitLock(t, rl, 2*resync, "MalformedValue", isCond(v1alpha1.ConditionReady, metav1.ConditionFalse, controllers.ReasonMalformedValue))
@@ -560,7 +563,7 @@ func TestRedlockNodesInStatus(t *testing.T) {
 	ns := namespace(t)
 	rl := redisLock(ns, "quorum", v1alpha1.ModeRedlock, servers[0].Addr, servers[1].Addr, servers[2].Addr)
 	create(t, rl)
-	if _, err := holder(t, "pod", servers...).Obtain(context.Background(), ns+"/quorum", time.Minute); err != nil {
+	if _, err := holder(t, "pod", servers...).Obtain(context.Background(), lockIn(ns)+"/quorum", time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	waitLock(t, rl, 5*time.Second, "holder and 3 reachable nodes", func(got *v1alpha1.RedisLock) bool {
@@ -671,7 +674,7 @@ func TestSentinelAndClusterModes(t *testing.T) {
 	cl := redisLock(ns, "on-cluster", v1alpha1.ModeCluster, clusterAddrs...)
 	create(t, sl, cl)
 
-	if _, err := holder(t, "pod-s", master).Obtain(ctx, ns+"/via-sentinel", time.Minute); err != nil {
+	if _, err := holder(t, "pod-s", master).Obtain(ctx, lockIn(ns)+"/via-sentinel", time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: clusterAddrs, ContextTimeoutEnabled: true})
@@ -680,7 +683,7 @@ func TestSentinelAndClusterModes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := lc.Obtain(ctx, ns+"/on-cluster", time.Minute); err != nil {
+	if _, err := lc.Obtain(ctx, lockIn(ns)+"/on-cluster", time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	waitLock(t, sl, 10*time.Second, "the Sentinel lock's holder", func(got *v1alpha1.RedisLock) bool { return got.Status.HolderIdentity == "pod-s" })
@@ -708,7 +711,7 @@ func TestTLSWithCAFromSecret(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitLock(t, rl, 10*time.Second, "Ready over TLS", isCond(v1alpha1.ConditionReady, metav1.ConditionTrue, controllers.ReasonReady))
-	if _, err := holder(t, "tls-pod", s).Obtain(ctx, ns+"/tls", time.Minute); err != nil {
+	if _, err := holder(t, "tls-pod", s).Obtain(ctx, lockIn(ns)+"/tls", time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	waitLock(t, rl, 5*time.Second, "the holder over TLS", func(got *v1alpha1.RedisLock) bool { return got.Status.HolderIdentity == "tls-pod" })
@@ -785,7 +788,7 @@ func TestStatusShowsOnlyAMajorityHolderAndFlagsKeysThatNeverExpire(t *testing.T)
 	ns := namespace(t)
 	rl := redisLock(ns, "truth", v1alpha1.ModeRedlock, servers[0].Addr, servers[1].Addr, servers[2].Addr)
 	create(t, rl)
-	key := "redislock:{" + ns + "/truth}"
+	key := "redislock:{" + lockIn(ns) + "/truth}"
 	clients := redistest.Clients(t, servers...)
 	ctx := context.Background()
 	// Two candidates split the nodes: neither leads.
@@ -808,7 +811,7 @@ func TestStatusShowsOnlyAMajorityHolderAndFlagsKeysThatNeverExpire(t *testing.T)
 		}
 	}
 
-	l, err := holder(t, "a", servers...).Obtain(ctx, ns+"/truth", time.Minute)
+	l, err := holder(t, "a", servers...).Obtain(ctx, lockIn(ns)+"/truth", time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -833,7 +836,7 @@ func TestStatusShowsOnlyAMajorityHolderAndFlagsKeysThatNeverExpire(t *testing.T)
 		}
 	}
 	waitLock(t, rl, 3*resync, "free after the flush", isCond(v1alpha1.ConditionHeld, metav1.ConditionFalse, controllers.ReasonFree))
-	if _, err := holder(t, "b", servers...).Obtain(ctx, ns+"/truth", time.Minute); err != nil {
+	if _, err := holder(t, "b", servers...).Obtain(ctx, lockIn(ns)+"/truth", time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	got = waitLock(t, rl, 3*resync, "held by b", func(got *v1alpha1.RedisLock) bool { return got.Status.HolderIdentity == "b" })
@@ -896,10 +899,10 @@ func TestEvictionPolicyIsFlagged(t *testing.T) {
 	strict.Spec.Redis.EvictingNodes = v1alpha1.EvictingNodesRefuse
 	create(t, strict)
 	waitLock(t, strict, 3*resync, "Ready False", isCond(v1alpha1.ConditionReady, metav1.ConditionFalse, controllers.ReasonEvictionPolicy))
-	if _, err := redisconn.OpenCandidate(context.Background(), k8s, client.ObjectKeyFromObject(strict), redislock.Options{Identity: "c"}); !errors.Is(err, redislock.ErrEvictionPolicy) || !strings.Contains(err.Error(), "allkeys-lru") {
+	if _, err := redisconn.OpenCandidate(context.Background(), k8s, client.ObjectKeyFromObject(strict), "", redislock.Options{Identity: "c"}); !errors.Is(err, redislock.ErrEvictionPolicy) || !strings.Contains(err.Error(), "allkeys-lru") {
 		t.Fatalf("a candidate of the Refuse lock: %v; want ErrEvictionPolicy naming the policy", err)
 	}
-	cand, err := redisconn.OpenCandidate(context.Background(), k8s, client.ObjectKeyFromObject(rl), redislock.Options{Identity: "c"})
+	cand, err := redisconn.OpenCandidate(context.Background(), k8s, client.ObjectKeyFromObject(rl), "", redislock.Options{Identity: "c"})
 	if err != nil {
 		t.Fatalf("a candidate of the Warn lock: %v", err)
 	}

@@ -15,12 +15,20 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/redislock/redislock/controllers"
+	"github.com/redislock/redislock/internal/redisconn"
 	"github.com/redislock/redislock/internal/testenv"
 )
 
 // k8s is a live client of the test API server: assertions read through it,
 // not through the manager's cache.
 var k8s client.Client
+
+// clusterID is the test API server's cluster identity.
+var clusterID string
+
+// lockIn returns the prefix of the Redis lock names of ns's RedisLocks of
+// scope Cluster: "<clusterID>/<ns>".
+func lockIn(ns string) string { return clusterID + "/" + ns }
 
 // resync is the reconciler's resync period in these tests: longer than
 // the 1s a holder change may take to show, so a test that sees one in time
@@ -39,12 +47,15 @@ func run(m *testing.M, cfg *rest.Config) (int, error) {
 	if k8s, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
 		return 0, err
 	}
+	if clusterID, err = redisconn.ClusterID(context.Background(), k8s); err != nil {
+		return 0, err
+	}
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.UseDevMode(true)))
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
 	if err != nil {
 		return 0, err
 	}
-	r := &controllers.RedisLockReconciler{Client: recordingClient{mgr.GetClient()}, Recorder: mgr.GetEventRecorder("redislock-controller"), Resync: resync}
+	r := &controllers.RedisLockReconciler{Client: recordingClient{mgr.GetClient()}, Recorder: mgr.GetEventRecorder("redislock-controller"), Resync: resync, ClusterID: clusterID}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return 0, err
 	}

@@ -156,6 +156,16 @@ const (
 	EvictingNodesRefuse EvictingNodes = "Refuse"
 )
 
+// Scope says which candidates contend for a lock.
+// +kubebuilder:validation:Enum=Cluster;Global
+type Scope string
+
+// The Scope values.
+const (
+	ScopeCluster Scope = "Cluster"
+	ScopeGlobal  Scope = "Global"
+)
+
 // RedisLockSpec declares one named lock.
 //
 // Each duration field's rule matches the string against a pattern before
@@ -177,15 +187,28 @@ const (
 // +kubebuilder:validation:XValidation:rule="![self.ttl, self.?renewDeadline.orValue('1s')].all(d, d.matches('^((0*[0-9]{1,4}([.][0-9]*)?|[.][0-9]+)h|(0*[0-9]{1,6}([.][0-9]*)?|[.][0-9]+)m|(0*[0-9]{1,8}([.][0-9]*)?|[.][0-9]+)s|(0*[0-9]{1,11}([.][0-9]*)?|[.][0-9]+)ms|(0*[0-9]{1,14}([.][0-9]*)?|[.][0-9]+)(us|µs|μs)|(0*[0-9]{1,17}([.][0-9]*)?|[.][0-9]+)ns)+$') && duration(d) >= duration('1ms') && duration(d) <= duration('8760h')) || (has(self.renewDeadline) ? int(duration(self.renewDeadline)) : int(duration(self.ttl)) * 2 / 3) < int(duration(self.ttl)) - int(duration(self.ttl)) / 100 - 2000000",messageExpression="'renewDeadline ' + (has(self.renewDeadline) ? self.renewDeadline : '(unset: 2/3 of ttl ' + self.ttl + ')') + ' must be shorter than ttl ' + self.ttl + ' less the allowance for clock drift, 1% of ttl + 2ms'",fieldPath=".renewDeadline"
 // +kubebuilder:validation:XValidation:rule="![self.ttl, self.redis.nodeTimeout].all(d, d.matches('^((0*[0-9]{1,4}([.][0-9]*)?|[.][0-9]+)h|(0*[0-9]{1,6}([.][0-9]*)?|[.][0-9]+)m|(0*[0-9]{1,8}([.][0-9]*)?|[.][0-9]+)s|(0*[0-9]{1,11}([.][0-9]*)?|[.][0-9]+)ms|(0*[0-9]{1,14}([.][0-9]*)?|[.][0-9]+)(us|µs|μs)|(0*[0-9]{1,17}([.][0-9]*)?|[.][0-9]+)ns)+$') && duration(d) >= duration('1ms') && duration(d) <= duration('8760h')) || duration(self.redis.nodeTimeout) < duration(self.ttl)",messageExpression="'redis.nodeTimeout ' + self.redis.nodeTimeout + ' must be shorter than ttl ' + self.ttl",fieldPath=".redis.nodeTimeout"
 // +kubebuilder:validation:XValidation:rule="has(self.lockName) == has(oldSelf.lockName) && (!has(self.lockName) || self.lockName == oldSelf.lockName)",messageExpression="'lockName cannot be changed, set or unset on a live lock (from ' + (has(oldSelf.lockName) ? '\"' + oldSelf.lockName + '\"' : 'unset') + ' to ' + (has(self.lockName) ? '\"' + self.lockName + '\"' : 'unset') + '): it names the key in Redis, and candidates already running would go on using the old value, so two could lead at once; create a new RedisLock instead'",fieldPath=".lockName"
+// +kubebuilder:validation:XValidation:rule="self.scope != 'Global' || has(self.lockName)",message="scope Global needs lockName: the name under which the candidates of every cluster meet",fieldPath=".lockName"
+// +kubebuilder:validation:XValidation:rule="self.scope == oldSelf.scope",messageExpression="'scope cannot be changed on a live lock (from ' + oldSelf.scope + ' to ' + self.scope + '): it names the key in Redis, and candidates already running would go on using the old one, so two could lead at once; create a new RedisLock instead'",fieldPath=".scope"
 type RedisLockSpec struct {
 	// redis says how to reach the Redis deployment that holds the lock.
 	// +required
 	Redis RedisConnection `json:"redis"`
-	// lockName names the lock within this namespace; the lock in Redis is
-	// "<namespace>/<lockName>", so locks of different namespaces never
-	// meet. Default: the object's name. Immutable: it can be neither
-	// changed nor set or unset once the object exists, even to the
-	// object's name.
+	// scope says which candidates contend for the lock. Cluster: those of
+	// this cluster only; the lock in Redis is
+	// "<cluster>/<namespace>/<lockName>", <cluster> being the UID of this
+	// cluster's kube-system namespace (status.clusterID), so that clusters
+	// which share a Redis never share a lock by accident. Global: the
+	// candidates of every cluster whose RedisLock has scope Global and the
+	// same lockName on the same Redis, wherever its namespace; the lock in
+	// Redis is "global/<lockName>", and lockName is required. Immutable.
+	// +optional
+	// +kubebuilder:default=Cluster
+	Scope Scope `json:"scope,omitempty"`
+	// lockName names the lock within this namespace (scope Cluster) or
+	// across clusters (scope Global): see scope for the lock's name in
+	// Redis. Default: the object's name; required with scope Global.
+	// Immutable: it can be neither changed nor set or unset once the
+	// object exists, even to the object's name.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
@@ -262,6 +285,14 @@ const (
 // RedisLockStatus is the live state of the lock, as read from Redis. It
 // never shows the holder's token.
 type RedisLockStatus struct {
+	// clusterID is this cluster's identity, the UID of its kube-system
+	// namespace, with scope Cluster: part of the lock's name in Redis.
+	// +optional
+	ClusterID string `json:"clusterID,omitempty"`
+	// lockName is the lock's name in Redis; its key is
+	// "redislock:{<lockName>}".
+	// +optional
+	LockName string `json:"lockName,omitempty"`
 	// holderIdentity names the current holder; empty when the lock is free.
 	// +optional
 	HolderIdentity string `json:"holderIdentity,omitempty"`
@@ -301,6 +332,7 @@ type RedisLockStatus struct {
 // +kubebuilder:resource:shortName=rl,categories=all
 // +kubebuilder:printcolumn:name="Holder",type=string,JSONPath=`.status.holderIdentity`
 // +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.redis.mode`
+// +kubebuilder:printcolumn:name="Scope",type=string,JSONPath=`.spec.scope`,priority=1
 // +kubebuilder:printcolumn:name="TTL",type=string,JSONPath=`.spec.ttl`
 // +kubebuilder:printcolumn:name="RenewInterval",type=string,JSONPath=`.status.effectiveTiming.renewInterval`,priority=1
 // +kubebuilder:printcolumn:name="RenewDeadline",type=string,JSONPath=`.status.effectiveTiming.renewDeadline`,priority=1

@@ -64,6 +64,10 @@ type Options struct {
 	// LeaderFile, when set, is the path of a file the agent keeps the
 	// /leader answer in (leaderhttp.Status), as JSON.
 	LeaderFile string
+	// ClusterID is this cluster's identity, which names a lock of scope
+	// Cluster in Redis (the webhook injects it). Default: read from the
+	// API server, which needs get on namespace kube-system.
+	ClusterID string
 	// Clock tells time, for the agent and its lock client. Default
 	// clock.RealClock.
 	Clock clock.WithDelayedExecution
@@ -193,7 +197,7 @@ func (a *Agent) Run(ctx context.Context) error {
 func (a *Agent) open(ctx context.Context) *redisconn.Candidate {
 	backoff := wait.Backoff{Duration: openBackoffMin, Factor: 2, Cap: openBackoffMax, Steps: math.MaxInt32}
 	for {
-		cand, err := redisconn.OpenCandidate(ctx, a.c, a.o.Lock, redislock.Options{
+		cand, err := redisconn.OpenCandidate(ctx, a.c, a.o.Lock, a.o.ClusterID, redislock.Options{
 			Identity: a.o.Identity, Clock: a.o.Clock, Logger: a.o.Logger, Metrics: a.metrics,
 		})
 		if err == nil {

@@ -22,6 +22,7 @@ func Command(ctx context.Context, args []string) error {
 	addr := fs.String("http-address", DefaultAddr, "listen address of /leader, /healthz and /metrics")
 	labelPod := fs.Bool("label-pod", false, "keep the pod label "+LeaderLabel+"=true|false current (needs patch on pods)")
 	leaderFile := fs.String("leader-file", "", "keep the /leader JSON in this file, rewritten on changes and renewals")
+	clusterID := fs.String("cluster-id", "", "this cluster's identity, the UID of namespace kube-system, for a lock of scope Cluster (default: read it, which needs get on that namespace)")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -37,7 +38,7 @@ func Command(ctx context.Context, args []string) error {
 	a, err := New(cfg, Options{
 		Lock:     types.NamespacedName{Namespace: *namespace, Name: *lock},
 		Identity: *identity, Addr: *addr, LabelPod: *labelPod, LeaderFile: *leaderFile,
-		Logger: log.WithName("agent"),
+		ClusterID: *clusterID, Logger: log.WithName("agent"),
 	})
 	if err != nil {
 		return fmt.Errorf("%w (flags -lock, -namespace or $POD_NAMESPACE, -identity or $POD_NAME)", err)

@@ -130,12 +130,16 @@ func Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("controller: manager: %w", err)
 	}
-	r := &controllers.RedisLockReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("redislock-controller"), Resync: *resync}
+	clusterID, err := redisconn.ClusterID(ctx, mgr.GetAPIReader())
+	if err != nil {
+		return fmt.Errorf("controller: %w", err)
+	}
+	r := &controllers.RedisLockReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("redislock-controller"), Resync: *resync, ClusterID: clusterID}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("controller: setup: %w", err)
 	}
 	if wf.agentImage != "" {
-		if err := setupWebhook(mgr, certs, wf.agentImage); err != nil {
+		if err := setupWebhook(mgr, certs, wf.agentImage, clusterID); err != nil {
 			return err
 		}
 	}
@@ -194,8 +198,8 @@ func (w *webhookFlags) certManager(ctx context.Context, cfg *rest.Config, scheme
 
 // setupWebhook registers the agent injector, and certs (if any) to keep
 // the certificate current on every replica.
-func setupWebhook(mgr manager.Manager, certs *webhookcert.Manager, image string) error {
-	wh, err := inject.NewWebhook(mgr.GetAPIReader(), mgr.GetScheme(), image)
+func setupWebhook(mgr manager.Manager, certs *webhookcert.Manager, image, clusterID string) error {
+	wh, err := inject.NewWebhook(mgr.GetAPIReader(), mgr.GetScheme(), image, clusterID)
 	if err != nil {
 		return fmt.Errorf("controller: %w", err)
 	}

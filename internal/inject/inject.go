@@ -84,11 +84,11 @@ func Injected(pod *corev1.Pod) bool {
 	return false
 }
 
-// Apply adds the agent with image to pod, as in: the sidecar first among
-// the init containers (so it serves before the app starts), the shared
-// volume, and in every app container the volume (read-only) and
-// LeaderURLEnv. The caller checks Injected first.
-func Apply(pod *corev1.Pod, in Injection, image string) {
+// Apply adds the agent with image, told clusterID, to pod, as in: the
+// sidecar first among the init containers (so it serves before the app
+// starts), the shared volume, and in every app container the volume
+// (read-only) and LeaderURLEnv. The caller checks Injected first.
+func Apply(pod *corev1.Pod, in Injection, image, clusterID string) {
 	port := intstr.FromInt32(in.Port)
 	probe := func(failures int32) *corev1.Probe {
 		return &corev1.Probe{
@@ -106,6 +106,7 @@ func Apply(pod *corev1.Pod, in Injection, image string) {
 			"-http-address=:" + strconv.Itoa(int(in.Port)),
 			"-label-pod",
 			"-leader-file=" + LeaderFile,
+			"-cluster-id=" + clusterID,
 		},
 		Env: []corev1.EnvVar{
 			{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},

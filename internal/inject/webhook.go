@@ -32,17 +32,23 @@ type Webhook struct {
 	Reader client.Reader
 	// Image is the agent's image, normally the controller's own.
 	Image string
+	// ClusterID is this cluster's identity, given to the agent so that it
+	// needs no read of namespace kube-system.
+	ClusterID string
 
 	decoder admission.Decoder
 }
 
 // NewWebhook returns a Webhook that decodes with scheme (which needs
-// core/v1) and injects image.
-func NewWebhook(r client.Reader, scheme *runtime.Scheme, image string) (*Webhook, error) {
-	if image == "" {
+// core/v1) and injects image, telling it clusterID.
+func NewWebhook(r client.Reader, scheme *runtime.Scheme, image, clusterID string) (*Webhook, error) {
+	switch {
+	case image == "":
 		return nil, fmt.Errorf("inject: the agent image is empty")
+	case clusterID == "":
+		return nil, fmt.Errorf("inject: the cluster identity is empty")
 	}
-	return &Webhook{Reader: r, Image: image, decoder: admission.NewDecoder(scheme)}, nil
+	return &Webhook{Reader: r, Image: image, ClusterID: clusterID, decoder: admission.NewDecoder(scheme)}, nil
 }
 
 // Handle implements admission.Handler.
@@ -68,7 +74,7 @@ func (w *Webhook) Handle(ctx context.Context, req admission.Request) admission.R
 		}
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("inject: get RedisLock %s: %w", ref, err))
 	}
-	Apply(&pod, in, w.Image)
+	Apply(&pod, in, w.Image, w.ClusterID)
 	mutated, err := json.Marshal(&pod)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("inject: encode pod: %w", err))

@@ -82,7 +82,7 @@ func startWebhook(ctx context.Context, cfg *rest.Config, o *envtest.WebhookInsta
 	if err != nil {
 		return nil, err
 	}
-	wh, err := inject.NewWebhook(mgr.GetAPIReader(), scheme, image)
+	wh, err := inject.NewWebhook(mgr.GetAPIReader(), scheme, image, "test-cluster")
 	if err != nil {
 		return nil, err
 	}
@@ -156,7 +156,7 @@ func checkInjected(t *testing.T, pod *corev1.Pod, lock string, port int32) {
 		t.Errorf("agent restartPolicy %v, want Always (a native sidecar)", a.RestartPolicy)
 	}
 	args := strings.Join(a.Args, " ")
-	for _, want := range []string{"agent", "-lock=" + lock, fmt.Sprintf("-http-address=:%d", port), "-label-pod", "-leader-file=" + inject.LeaderFile} {
+	for _, want := range []string{"agent", "-lock=" + lock, fmt.Sprintf("-http-address=:%d", port), "-label-pod", "-leader-file=" + inject.LeaderFile, "-cluster-id=test-cluster"} {
 		if !strings.Contains(args, want) {
 			t.Errorf("agent args %q lack %q", args, want)
 		}
@@ -288,7 +288,7 @@ func TestSecondPassIsIdempotent(t *testing.T) {
 	}
 
 	// The handler itself, called on its own output, returns no patch.
-	wh, err := inject.NewWebhook(k8s, scheme, image)
+	wh, err := inject.NewWebhook(k8s, scheme, image, "test-cluster")
 	if err != nil {
 		t.Fatal(err)
 	}

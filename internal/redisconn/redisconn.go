@@ -53,17 +53,6 @@ type Config struct {
 	WaitReplicas int
 }
 
-// LockName returns the lock's name in Redis: "<namespace>/<lockName>",
-// lockName defaulting to the object's name. The namespace prefix keeps
-// locks of different namespaces apart whatever their specs say.
-func LockName(rl *v1alpha1.RedisLock) string {
-	name := rl.Spec.LockName
-	if name == "" {
-		name = rl.Name
-	}
-	return rl.Namespace + "/" + name
-}
-
 // Timing returns the lock's timing as candidates use it: the spec's, with
 // an unset ttl taken as redislock.DefaultTTL (the API server defaults it to
 // the same 15s) and an unset renewInterval or renewDeadline derived from
@@ -214,10 +203,11 @@ type Candidate struct {
 }
 
 // OpenCandidate reads the RedisLock ref and its Secrets through r and
-// opens a lock client for it with o (NodeTimeout comes from the spec). The
-// caller closes it. Errors name the RedisLock, and the field at fault where
-// there is one.
-func OpenCandidate(ctx context.Context, r client.Reader, ref types.NamespacedName, o redislock.Options) (*Candidate, error) {
+// opens a lock client for it with o (NodeTimeout comes from the spec). A
+// lock of scope Cluster is named with clusterID; "" means ClusterID(ctx, r).
+// The caller closes it. Errors name the RedisLock, and the field at fault
+// where there is one.
+func OpenCandidate(ctx context.Context, r client.Reader, ref types.NamespacedName, clusterID string, o redislock.Options) (*Candidate, error) {
 	var rl v1alpha1.RedisLock
 	if err := r.Get(ctx, ref, &rl); err != nil {
 		return nil, fmt.Errorf("get RedisLock %s: %w", ref, err)
@@ -228,7 +218,12 @@ func OpenCandidate(ctx context.Context, r client.Reader, ref types.NamespacedNam
 	}
 	nodes := cfg.Clients()
 	o.NodeTimeout, o.WaitReplicas = cfg.NodeTimeout, cfg.WaitReplicas
-	c := &Candidate{Object: &rl, Name: LockName(&rl), Timing: Timing(&rl), nodes: nodes}
+	if clusterID == "" && rl.Spec.Scope != v1alpha1.ScopeGlobal {
+		if clusterID, err = ClusterID(ctx, r); err != nil {
+			return nil, fmt.Errorf("RedisLock %s: %w", ref, err)
+		}
+	}
+	c := &Candidate{Object: &rl, Name: LockName(&rl, clusterID), Timing: Timing(&rl), nodes: nodes}
 	if c.Client, err = redislock.New(nodes, &o); err == nil {
 		err = c.Client.CheckTiming(c.Timing)
 	}

@@ -63,7 +63,9 @@ type Election struct {
 
 // ForRedisLock reads the RedisLock ref and its Secrets through cfg (the
 // candidate needs get on redislocks and secrets, and create on events, in
-// ref's namespace; election events go on the RedisLock) and
+// ref's namespace, election events going on the RedisLock; and for a lock
+// of scope Cluster, get on namespace kube-system, whose UID names the
+// cluster) and
 // returns an Election for identity; "" means the POD_NAME environment
 // variable, else the hostname (redislock.Options' default). Close it after the manager stops.
 func ForRedisLock(ctx context.Context, cfg *rest.Config, ref types.NamespacedName, identity string) (*Election, error) {
@@ -71,7 +73,7 @@ func ForRedisLock(ctx context.Context, cfg *rest.Config, ref types.NamespacedNam
 	if err != nil {
 		return nil, fmt.Errorf("mgrelection: %w", err)
 	}
-	cand, err := redisconn.OpenCandidate(ctx, c, ref, redislock.Options{Identity: identity})
+	cand, err := redisconn.OpenCandidate(ctx, c, ref, "", redislock.Options{Identity: identity})
 	if err != nil {
 		return nil, public(err)
 	}

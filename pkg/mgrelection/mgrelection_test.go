@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/redislock/redislock/api/v1alpha1"
+	"github.com/redislock/redislock/internal/redisconn"
 	"github.com/redislock/redislock/internal/redisproc"
 	"github.com/redislock/redislock/internal/redistest"
 	"github.com/redislock/redislock/internal/testenv"
@@ -124,7 +125,14 @@ func TestForRedisLockSetsManagerOptions(t *testing.T) {
 	defer func() { _ = c.Close() }()
 	// A fencing counter spares the wait of the restart guard on this
 	// fresh server.
-	if err := c.Set(ctx, "redislock:{default/works}:fence", 1, 0).Err(); err != nil {
+	clusterID, err := redisconn.ClusterID(ctx, k8s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A RedisLock of scope Cluster (the default) is named in Redis with
+	// the cluster's identity.
+	key := "redislock:{" + clusterID + "/default/works}"
+	if err := c.Set(ctx, key+":fence", 1, 0).Err(); err != nil {
 		t.Fatal(err)
 	}
 	e, err := mgrelection.ForRedisLock(ctx, cfg, ref, "a")
@@ -141,7 +149,7 @@ func TestForRedisLockSetsManagerOptions(t *testing.T) {
 	if err := e.Lock.Create(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: "a"}); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := c.Get(ctx, "redislock:{default/works}").Result(); err != nil || got[len(got)-2:] != ":a" {
+	if got, err := c.Get(ctx, key).Result(); err != nil || got[len(got)-2:] != ":a" {
 		t.Fatalf("lock key %q, %v; want a's value under the RedisLock's default name", got, err)
 	}
 	if err := e.Lock.Update(ctx, resourcelock.LeaderElectionRecord{}); err != nil {

@@ -163,7 +163,7 @@ func agentUser(t *testing.T, ns string) string {
 // when the test ends.
 func startAgents(t *testing.T, ns, lock, kubeconfig string) (*agentFleet, []string, *poller) {
 	t.Helper()
-	fl := &agentFleet{t: t, bin: goBuild(t, "."), ns: ns, lock: lock, kubeconfig: kubeconfig, dir: t.TempDir(), procs: map[string]*agentProc{}}
+	fl := &agentFleet{t: t, bin: goBuild(t, "."), ns: ns, lock: lock, kubeconfig: kubeconfig, clusterID: clusterIDOf(t, testEnv.Config), dir: t.TempDir(), procs: map[string]*agentProc{}}
 	ids := []string{"worker-a", "worker-b", "worker-c"}
 	for _, id := range ids {
 		mustKubectl(t, "run", "-n", ns, id, "--image=example.test/worker:1", "--restart=Never")
@@ -178,6 +178,7 @@ func startAgents(t *testing.T, ns, lock, kubeconfig string) (*agentFleet, []stri
 type agentFleet struct {
 	t                         *testing.T
 	bin, ns, lock, kubeconfig string
+	clusterID                 string
 	dir                       string
 	mu                        sync.Mutex
 	procs                     map[string]*agentProc
@@ -205,7 +206,9 @@ func (f *agentFleet) leaderFile(id string) string { return filepath.Join(f.dir, 
 func (f *agentFleet) start(id, addr string) {
 	f.t.Helper()
 	p := startProc(f.t, 3072, proc.Options{Name: "agent " + id, Path: f.bin,
-		Args: []string{"agent", "-lock=" + f.lock, "-http-address=" + addr, "-label-pod", "-leader-file=" + f.leaderFile(id)},
+		// -cluster-id as the webhook injects it: the agent's own role
+		// does not read namespaces.
+		Args: []string{"agent", "-lock=" + f.lock, "-http-address=" + addr, "-label-pod", "-leader-file=" + f.leaderFile(id), "-cluster-id=" + f.clusterID},
 		Env:  []string{"KUBECONFIG=" + f.kubeconfig, "POD_NAME=" + id, "POD_NAMESPACE=" + f.ns}, Log: filepath.Join(f.dir, id+".log")})
 	f.mu.Lock()
 	f.procs[id] = &agentProc{id: id, addr: addr, Process: p}

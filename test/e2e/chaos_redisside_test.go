@@ -18,7 +18,7 @@ import (
 // lock and the time its holder may still act, and the restart guard does
 // not fire, so it is not among them.
 func (r *chaosRun) redisSideFaults(nodes []*redisproc.Server, redlock bool) map[string]func(*rand.Rand) string {
-	key := "redislock:{" + r.ns + "/chaos}"
+	key := "redislock:{" + lockIn(r.t, r.ns) + "/chaos}"
 	faults := map[string]func(*rand.Rand) string{
 		"del": func(rng *rand.Rand) string {
 			// Replicas refuse writes: the first node that takes the DEL

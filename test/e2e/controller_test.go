@@ -24,7 +24,7 @@ func TestControllerBinaryShowsHolderInKubectlGet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Obtain(context.Background(), ns+"/orders-leader", 5*time.Second); err != nil {
+	if _, err := c.Obtain(context.Background(), lockIn(t, ns)+"/orders-leader", 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	var table string

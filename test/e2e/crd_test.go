@@ -398,6 +398,10 @@ func TestKeyAndServerFieldsAreImmutable(t *testing.T) {
 			[]string{"spec.lockName: Invalid value", "lockName cannot be changed", `from unset to "own-name-set"`}},
 		{"lockName unset where it was the object's name", "own-name-unset", with(one("redis:6379"), spec{"lockName": "own-name-unset"}), one("redis:6379"),
 			[]string{"spec.lockName: Invalid value", "lockName cannot be changed", `from "own-name-unset" to unset`}},
+		{"scope", "", with(one("redis:6379"), spec{"lockName": "shared"}), with(one("redis:6379"), spec{"scope": "Global", "lockName": "shared"}),
+			[]string{"spec.scope: Invalid value", "scope cannot be changed", "from Cluster to Global"}},
+		{"scope back to Cluster", "", with(one("redis:6379"), spec{"scope": "Global", "lockName": "shared"}), with(one("redis:6379"), spec{"scope": "Cluster", "lockName": "shared"}),
+			[]string{"spec.scope: Invalid value", "scope cannot be changed", "from Global to Cluster"}},
 		{"mode", "", one("redis:6379"), spec{"redis": spec{"mode": "Cluster", "addrs": []string{"redis:6379"}}},
 			[]string{"spec.redis.mode: Invalid value", "mode cannot be changed"}},
 		{"addrs", "", one("redis-a:6379"), one("redis-b:6379"),
@@ -442,6 +446,28 @@ func TestKeyAndServerFieldsAreImmutable(t *testing.T) {
 			mustApplySpec(t, ns, name, tt.before)
 			mustApplySpec(t, ns, name, tt.edit)
 		})
+	}
+}
+
+// A lock is scoped to its cluster unless it says otherwise; a Global one
+// needs the name the clusters share.
+func TestScopeIsClusterByDefaultAndGlobalNeedsAName(t *testing.T) {
+	ns := newNamespace(t)
+	mustApplySpec(t, ns, "default-scope", standalone(nil))
+	if got := mustKubectl(t, "get", "redislock", "default-scope", "-n", ns, "-o", "jsonpath={.spec.scope}"); got != "Cluster" {
+		t.Fatalf("scope %q by default; want Cluster", got)
+	}
+	global := standalone(nil)
+	global["scope"] = "Global"
+	out, err := applySpec(t, ns, "global-unnamed", global)
+	wantRejected(t, out, err, "spec.lockName: Invalid value", "scope Global needs lockName")
+	global["lockName"] = "orders"
+	out, err = applySpec(t, ns, "global-named", global)
+	wantAccepted(t, out, err)
+	out, err = applySpec(t, ns, "other-scope", spec{"scope": "Namespace", "redis": spec{"addrs": []string{"redis:6379"}}})
+	// A schema error: the API server adds blockingLine.
+	if err == nil || !strings.Contains(out, `spec.scope: Unsupported value: "Namespace": supported values: "Cluster", "Global"`) {
+		t.Fatalf("scope Namespace: %v\n%s\nwant it refused, naming the supported values", err, out)
 	}
 }
 

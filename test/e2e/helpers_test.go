@@ -12,10 +12,34 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
 
 	"github.com/redislock/redislock/internal/proc"
+	"github.com/redislock/redislock/internal/redisconn"
 	"github.com/redislock/redislock/internal/redisproc"
+	"github.com/redislock/redislock/internal/testenv"
 )
+
+// clusterIDOf returns the identity of the cluster cfg reaches, which
+// names its RedisLocks of scope Cluster in Redis.
+func clusterIDOf(t *testing.T, cfg *rest.Config) string {
+	t.Helper()
+	c, err := testenv.Client(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := redisconn.ClusterID(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// lockIn returns the prefix of the Redis lock names of ns's RedisLocks of
+// scope Cluster in the test cluster: "<clusterID>/<ns>".
+func lockIn(t *testing.T, ns string) string {
+	return clusterIDOf(t, testEnv.Config) + "/" + ns
+}
 
 // goBuild builds the main package pkg ("." for the redislock binary),
 // relative to the repository root, into t's temporary directory.

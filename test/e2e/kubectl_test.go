@@ -24,8 +24,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/redislock/redislock/internal/testenv"
 )
@@ -51,6 +53,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	repoRoot = root
+	// envtest logs through controller-runtime's logger; what matters of
+	// a control plane that fails to start is in the error it returns.
+	logf.SetLogger(logr.Discard())
 	useExisting := false
 	env := &envtest.Environment{
 		UseExistingCluster:       &useExisting,

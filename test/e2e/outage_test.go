@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/redislock/redislock/internal/leaderhttp"
 	"github.com/redislock/redislock/internal/redisproc"
@@ -117,7 +119,7 @@ func TestAgentLeadsThroughAPIServerOutage(t *testing.T) {
 	fl, ids, p := startAgents(t, ns, "worker", agentUser(t, ns))
 	leader := p.waitLeader(t, "", 3*d.lease+5*time.Second)
 	waitLabels(t, ns, leader, ids)
-	resume := stopAPIServer(t)
+	resume := stopAPIServer(t, testEnv)
 	p.steady(t, apiServerOutage) // one leader, every answer, throughout
 	during, _, err := leaderhttp.Get(context.Background(), "http://"+fl.proc(leader).addr+"/leader")
 	resume()
@@ -144,7 +146,7 @@ func outageScenario(t *testing.T, method string, f *fleet, ns string) outageRow 
 	restarts := f.restartOnExit(t, outageRestartBackoff)
 	from := f.mark()
 	stopped := time.Now()
-	resume := stopAPIServer(t)
+	resume := stopAPIServer(t, testEnv)
 	time.Sleep(apiServerOutage) // the scenario itself: the API server is away this long
 	resume()
 	back := time.Now()
@@ -259,12 +261,11 @@ func (f *fleet) restartOnExit(t *testing.T, base time.Duration) func() int64 {
 	}
 }
 
-// stopAPIServer stops the envtest kube-apiserver (SIGSTOP) and returns the
-// function that resumes it, which also runs when the test ends, so that
-// the other tests get their API server back whatever happens.
-func stopAPIServer(t *testing.T) (resume func()) {
+// stopAPIServer stops (SIGSTOP) the kube-apiserver of env until resume,
+// or the test's end.
+func stopAPIServer(t *testing.T, env *envtest.Environment) (resume func()) {
 	t.Helper()
-	pid := apiServerPid(t)
+	pid := apiServerPid(t, env)
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
@@ -280,10 +281,11 @@ func stopAPIServer(t *testing.T) (resume func()) {
 	return resume
 }
 
-// apiServerPid returns the pid of the envtest kube-apiserver, a child of
-// this test process.
-func apiServerPid(t *testing.T) int {
+// apiServerPid returns the pid of env's kube-apiserver, the child of this
+// test process that serves env's secure port.
+func apiServerPid(t *testing.T, env *envtest.Environment) int {
 	t.Helper()
+	port := env.ControlPlane.APIServer.SecureServing.Port
 	stats, err := filepath.Glob("/proc/[0-9]*/stat")
 	if err != nil {
 		t.Fatal(err)
@@ -300,15 +302,20 @@ func apiServerPid(t *testing.T) int {
 			continue
 		}
 		fields := strings.Fields(s[close+1:])
-		if len(fields) > 1 && fields[1] == strconv.Itoa(os.Getpid()) {
-			pid, err := strconv.Atoi(strings.TrimSpace(s[:open]))
-			if err != nil {
-				t.Fatal(err)
-			}
-			return pid
+		if len(fields) < 2 || fields[1] != strconv.Itoa(os.Getpid()) {
+			continue
 		}
+		cmdline, err := os.ReadFile(filepath.Join(filepath.Dir(p), "cmdline"))
+		if err != nil || !slices.Contains(strings.Split(string(cmdline), "\x00"), "--secure-port="+port) {
+			continue
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(s[:open]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pid
 	}
-	t.Fatal("no kube-apiserver child of this test process")
+	t.Fatalf("no kube-apiserver child of this test process serves port %s", port)
 	return 0
 }
 
