@@ -82,6 +82,7 @@ type Agent struct {
 	c       client.Client
 	reg     *prometheus.Registry
 	metrics *promlock.Metrics
+	changes leaderhttp.Changes // wakes the long polls of /leader
 
 	mu      sync.Mutex
 	elector *redislock.Elector // nil until campaigning
@@ -161,6 +162,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer cand.Close()
 	changed := make(chan struct{}, 1)
 	notify := func() {
+		a.changes.Notify(a.o.Clock.Now())
 		select {
 		case changed <- struct{}{}:
 		default:

@@ -4,15 +4,13 @@ import (
 	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-
-	"github.com/redislock/redislock/internal/leaderhttp"
 )
 
 // handler serves /leader (200 while this pod leads, else 503, with the
-// status as JSON), /healthz and /metrics.
+// status as JSON; ?wait= long-polls for a change), /healthz and /metrics.
 func (a *Agent) handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("GET /leader", leaderhttp.Handler(a.status))
+	mux.Handle("GET /leader", a.changes.Handler(a.status, a.o.Clock))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok\n"))
 	})

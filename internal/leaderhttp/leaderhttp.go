@@ -22,7 +22,7 @@ type Status struct {
 	// Holder is the identity of the leader last observed; empty when
 	// unknown, as right after this pod stepped down.
 	Holder string `json:"holder,omitempty"`
-	// Lock is the lock's name in Redis, "<namespace>/<lockName>".
+	// Lock is the lock's name in Redis (the RedisLock's status.lockName).
 	Lock string `json:"lock"`
 	// FencingToken is the held lock's fencing token while Leading. Pass it
 	// to any downstream system that can reject stale writers.
@@ -44,17 +44,19 @@ type Status struct {
 // when it says Leading, else 503. status is called once per request, so
 // the code and the body agree.
 func Handler(status func() Status) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		st := status()
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Cache-Control", "no-store")
-		if st.Leading {
-			w.WriteHeader(http.StatusOK)
-		} else {
-			w.WriteHeader(http.StatusServiceUnavailable)
-		}
-		_ = json.NewEncoder(w).Encode(st) // the client is gone; nothing to tell
-	})
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { answer(w, status()) })
+}
+
+// answer writes st as the /leader answer.
+func answer(w http.ResponseWriter, st Status) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	if st.Leading {
+		w.WriteHeader(http.StatusOK)
+	} else {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}
+	_ = json.NewEncoder(w).Encode(st) // the client is gone; nothing to tell
 }
 
 // Get asks url (http://host:port/leader) once, within ctx, and returns the
