@@ -3,7 +3,7 @@
 
 GO ?= go
 # Packages with goroutines run under the race detector; that is all of them.
-GOTEST ?= $(GO) test -race -count=1
+GOTEST ?= $(GO) test -race -count=1 -timeout=40m
 
 # Tools build from pinned modules under hack/tools into bin/ (see hack/ensure-tools.sh).
 TOOLS := hack/ensure-tools.sh

@@ -8,10 +8,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
+
+	"k8s.io/utils/clock"
 
 	"github.com/redislock/redislock/internal/agent"
 	"github.com/redislock/redislock/internal/controllercmd"
@@ -23,7 +26,12 @@ func main() {
 	if err := run(ctx, os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "redislock:", err)
 		stop()
-		os.Exit(1)
+		code := 1
+		var exit *agent.ExitError
+		if errors.As(err, &exit) {
+			code = exit.Code
+		}
+		os.Exit(code)
 	}
 }
 
@@ -36,6 +44,12 @@ func run(ctx context.Context, args []string) error {
 		return controllercmd.Run(ctx, args[1:])
 	case "agent":
 		return agent.Command(ctx, args[1:])
+	case agent.GuardCommand: // run by the agent, not by users
+		code, err := agent.Guard(ctx, args[1:], os.Stdin, clock.RealClock{})
+		if err == nil && code != 0 {
+			err = &agent.ExitError{Code: code, Reason: "the command exited"}
+		}
+		return err
 	}
 	return fmt.Errorf("unknown subcommand %q: want controller or agent", args[0])
 }

@@ -64,6 +64,14 @@ type Options struct {
 	// LeaderFile, when set, is the path of a file the agent keeps the
 	// /leader answer in (leaderhttp.Status), as JSON.
 	LeaderFile string
+	// Command, when set, is run (under a guard process) only while this
+	// agent leads, and stopped when leadership ends: SIGTERM, then SIGKILL
+	// once half of ttl less renewDeadline has passed. Its exit gives the
+	// lock up and ends Run with its exit code.
+	Command []string
+	// OnLost is what an agent running Command does when leadership ends:
+	// OnLostExit (the default) or OnLostCampaign.
+	OnLost string
 	// ClusterID is this cluster's identity, which names a lock of scope
 	// Cluster in Redis (the webhook injects it). Default: read from the
 	// API server, which needs get on namespace kube-system.
@@ -100,6 +108,13 @@ func New(cfg *rest.Config, o Options) (*Agent, error) {
 		return nil, fmt.Errorf("%w: Lock.Namespace is empty", ErrInvalidOptions)
 	case o.Identity == "":
 		return nil, fmt.Errorf("%w: Identity is empty", ErrInvalidOptions)
+	case o.OnLost != "" && !onLostValues.Has(o.OnLost):
+		return nil, fmt.Errorf("%w: OnLost %q: want %s or %s", ErrInvalidOptions, o.OnLost, OnLostExit, OnLostCampaign)
+	case o.OnLost != "" && len(o.Command) == 0:
+		return nil, fmt.Errorf("%w: OnLost is set without a Command", ErrInvalidOptions)
+	}
+	if o.OnLost == "" {
+		o.OnLost = OnLostExit
 	}
 	if o.Addr == "" {
 		o.Addr = DefaultAddr
@@ -133,7 +148,9 @@ func New(cfg *rest.Config, o Options) (*Agent, error) {
 
 // Run serves HTTP and campaigns until ctx ends; then it releases the lock
 // if it holds it, reports that it does not lead (label, file), and returns
-// nil. It returns an error only when it cannot listen on Addr. A RedisLock
+// nil. It returns an error when it cannot listen on Addr, and with a
+// Command, an *ExitError when the command's exit (or, with OnLostExit, the
+// end of leadership) ended the campaign with a non-zero code. A RedisLock
 // that cannot be read is retried with backoff, and the reason shows in
 // /leader and the log.
 func (a *Agent) Run(ctx context.Context) error {
@@ -168,13 +185,30 @@ func (a *Agent) Run(ctx context.Context) error {
 		default:
 		}
 	}
-	el, err := cand.Client.NewElector(redislock.ElectorOptions{
+	eo := redislock.ElectorOptions{
 		Name:             cand.Name,
 		Timing:           cand.Timing,
 		OnStartedLeading: func(context.Context, *redislock.Lock) { notify() },
 		OnStoppedLeading: notify,
 		OnNewLeader:      func(string) { notify() },
-	})
+	}
+	var el *redislock.Elector
+	var run *runner
+	if len(a.o.Command) > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		run = newRunner(a, cand.Timing, ctx, cancel)
+		eo.OnStartedLeading = func(held context.Context, _ *redislock.Lock) {
+			notify()
+			run.lead(held, el)
+		}
+		eo.OnStoppedLeading = func() {
+			notify()
+			run.waitStopped()
+		}
+	}
+	el, err = cand.Client.NewElector(eo)
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
@@ -191,6 +225,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	err = el.Run(ctx)
 	stopPub()
 	<-published
+	if err == nil && run != nil {
+		err = run.exitErr()
+	}
 	return err
 }
 

@@ -23,6 +23,11 @@ func Command(ctx context.Context, args []string) error {
 	labelPod := fs.Bool("label-pod", false, "keep the pod label "+LeaderLabel+"=true|false current (needs patch on pods)")
 	leaderFile := fs.String("leader-file", "", "keep the /leader JSON in this file, rewritten on changes and renewals")
 	clusterID := fs.String("cluster-id", "", "this cluster's identity, the UID of namespace kube-system, for a lock of scope Cluster (default: read it, which needs get on that namespace)")
+	onLost := fs.String("on-lost", OnLostExit, "with a command after --: what to do when leadership ends, once the command is stopped: exit, or campaign to run it again at the next term")
+	fs.Usage = func() {
+		_, _ = fmt.Fprintf(fs.Output(), "usage: redislock agent -lock NAME [flags] [-- CMD ARGS...]\n\nWith CMD, the agent runs it only while it leads, stops it when leadership ends, and exits with its exit code.\n\n")
+		fs.PrintDefaults()
+	}
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -39,9 +44,19 @@ func Command(ctx context.Context, args []string) error {
 		Lock:     types.NamespacedName{Namespace: *namespace, Name: *lock},
 		Identity: *identity, Addr: *addr, LabelPod: *labelPod, LeaderFile: *leaderFile,
 		ClusterID: *clusterID, Logger: log.WithName("agent"),
+		Command: fs.Args(), OnLost: onLostFlag(fs.Args(), *onLost),
 	})
 	if err != nil {
 		return fmt.Errorf("%w (flags -lock, -namespace or $POD_NAMESPACE, -identity or $POD_NAME)", err)
 	}
 	return a.Run(ctx)
+}
+
+// onLostFlag is -on-lost's value for Options: unset without a command, so
+// that the flag's default does not count as setting it.
+func onLostFlag(command []string, v string) string {
+	if len(command) == 0 && v == OnLostExit {
+		return ""
+	}
+	return v
 }

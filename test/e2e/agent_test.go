@@ -179,6 +179,7 @@ type agentFleet struct {
 	t                         *testing.T
 	bin, ns, lock, kubeconfig string
 	clusterID                 string
+	command                   []string // flags and "-- CMD ARGS" after the others
 	dir                       string
 	mu                        sync.Mutex
 	procs                     map[string]*agentProc
@@ -208,7 +209,7 @@ func (f *agentFleet) start(id, addr string) {
 	p := startProc(f.t, 3072, proc.Options{Name: "agent " + id, Path: f.bin,
 		// -cluster-id as the webhook injects it: the agent's own role
 		// does not read namespaces.
-		Args: []string{"agent", "-lock=" + f.lock, "-http-address=" + addr, "-label-pod", "-leader-file=" + f.leaderFile(id), "-cluster-id=" + f.clusterID},
+		Args: append([]string{"agent", "-lock=" + f.lock, "-http-address=" + addr, "-label-pod", "-leader-file=" + f.leaderFile(id), "-cluster-id=" + f.clusterID}, f.command...),
 		Env:  []string{"KUBECONFIG=" + f.kubeconfig, "POD_NAME=" + id, "POD_NAMESPACE=" + f.ns}, Log: filepath.Join(f.dir, id+".log")})
 	f.mu.Lock()
 	f.procs[id] = &agentProc{id: id, addr: addr, Process: p}

@@ -518,9 +518,13 @@ func (r *chaosRun) owner(addr net.Addr) string {
 	if inode == "" {
 		return ""
 	}
+	// The lock only for the copy: every proxied connection asks, and a
+	// scan of /proc under it made them queue (thousands, on a loaded
+	// machine, while their clients timed out and dialled again).
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	for id, c := range r.procs {
+	procs := maps.Clone(r.procs)
+	r.mu.Unlock()
+	for id, c := range procs {
 		fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", c.Pid()))
 		for _, fd := range fds {
 			link, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", c.Pid(), fd.Name()))

@@ -1,0 +1,174 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	"github.com/redislock/redislock/pkg/redislock"
+)
+
+// What a run-while-leading agent does when it loses leadership.
+const (
+	// OnLostExit stops CMD and exits, for the container to restart.
+	OnLostExit = "exit"
+	// OnLostCampaign stops CMD and campaigns again; CMD starts anew at
+	// the next term.
+	OnLostCampaign = "campaign"
+)
+
+// onLostValues are the valid Options.OnLost values.
+var onLostValues = sets.New(OnLostExit, OnLostCampaign)
+
+// guardKillMargin is how long after the grace period the agent waits for
+// the guard before it kills it (and, by its death signal, CMD).
+const guardKillMargin = time.Second
+
+// runner runs Options.Command under a guard (see Guard) for each term
+// this agent leads.
+type runner struct {
+	a      *Agent
+	run    context.Context // the agent's campaign
+	grace  time.Duration
+	every  time.Duration // how often the guard's deadline is extended
+	cancel context.CancelFunc
+	// terms passes each term from OnStartedLeading, which begins it, to
+	// the OnStoppedLeading that follows, which waits for its end: the
+	// elector pairs every call of one with a later call of the other.
+	terms chan *term
+	// result is set once CMD's exit decides the agent's.
+	result chan *ExitError
+}
+
+// term is one term's run of CMD; done is closed once CMD has stopped.
+type term struct{ done chan struct{} }
+
+// newRunner returns a runner for the agent's command on a lock of timing
+// t. The grace CMD gets after SIGTERM is half of ttl less renewDeadline:
+// CMD is stopped at the step-down deadline plus the grace, so it is gone
+// before the lock's key can expire and another pod start its own.
+func newRunner(a *Agent, t redislock.Timing, run context.Context, cancel context.CancelFunc) *runner {
+	return &runner{a: a, run: run, grace: (t.TTL - t.RenewDeadline) / 2, every: t.RenewInterval, cancel: cancel,
+		terms: make(chan *term, 1), result: make(chan *ExitError, 1)}
+}
+
+// lead runs CMD for the term whose leadership context is held, then ends
+// the term. It is the elector's OnStartedLeading.
+func (r *runner) lead(held context.Context, el *redislock.Elector) {
+	t := &term{done: make(chan struct{})}
+	r.terms <- t
+	defer close(t.done)
+	st := el.State()
+	if held.Err() != nil || !st.Leading {
+		return
+	}
+	self, err := os.Executable()
+	if err != nil {
+		r.finish(1, fmt.Sprintf("cannot run the command: %v", err))
+		return
+	}
+	args := append([]string{GuardCommand, "-grace=" + r.grace.String(), "--"}, r.a.o.Command...)
+	guard := exec.Command(self, args...)
+	guard.Stdout, guard.Stderr = os.Stdout, os.Stderr
+	guard.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	in, err := guard.StdinPipe()
+	if err == nil {
+		err = guard.Start()
+	}
+	if err != nil {
+		r.finish(1, fmt.Sprintf("cannot run the command: %v", err))
+		return
+	}
+	log := r.a.o.Logger.WithValues("command", r.a.o.Command[0], "fence", st.Fence)
+	extend := func(st redislock.State) {
+		_, _ = io.WriteString(in, strconv.FormatInt(int64(st.ValidUntil.Sub(st.At)), 10)+"\n") // a dead guard is seen below
+	}
+	extend(st)
+	log.Info("command started")
+	exited := make(chan struct{})
+	go func() {
+		_ = guard.Wait() // the exit status is read from ProcessState
+		close(exited)
+	}()
+	tick := r.a.o.Clock.NewTimer(r.every)
+	defer tick.Stop()
+	for leading := true; leading; {
+		select {
+		case <-exited:
+			if held.Err() != nil || !el.State().Leading {
+				// The guard stopped it at the deadline, before this
+				// agent saw leadership end (it was paused).
+				leading = false
+				break
+			}
+			code := exitCode(guard.ProcessState)
+			log.Info("command exited; giving up the lock", "exitCode", code)
+			r.finish(code, "the command exited")
+			return
+		case <-tick.C():
+			if st := el.State(); st.Leading {
+				extend(st)
+			}
+			tick.Reset(r.every)
+		case <-held.Done():
+			leading = false
+		}
+	}
+	_, _ = io.WriteString(in, guardStop+"\n")
+	_ = in.Close()
+	kill := r.a.o.Clock.NewTimer(r.grace + guardKillMargin)
+	defer kill.Stop()
+	select {
+	case <-exited:
+	case <-kill.C():
+		_ = guard.Process.Kill()
+		<-exited
+	}
+	code := exitCode(guard.ProcessState)
+	log.Info("command stopped", "exitCode", code)
+	switch {
+	case r.run.Err() != nil:
+		// The agent was told to stop (SIGTERM): CMD's code is its own.
+		r.finish(code, "stopped")
+	case r.a.o.OnLost == OnLostExit:
+		// Leadership was lost: never a success, whatever CMD said.
+		r.finish(max(code, 1), "leadership ended, so the command was stopped")
+	}
+}
+
+// finish records the agent's exit code, once, and ends its campaign.
+func (r *runner) finish(code int, reason string) {
+	select {
+	case r.result <- &ExitError{Code: code, Reason: reason}:
+	default:
+	}
+	r.cancel()
+}
+
+// waitStopped waits until the term OnStartedLeading began has stopped
+// CMD. It is the elector's OnStoppedLeading, which the release of the
+// lock waits for.
+func (r *runner) waitStopped() {
+	t := <-r.terms
+	<-t.done
+}
+
+// exitErr returns the error Run ends with: nil for an exit code of 0.
+func (r *runner) exitErr() error {
+	select {
+	case e := <-r.result:
+		if e.Code == 0 {
+			return nil
+		}
+		return e
+	default:
+		return nil
+	}
+}

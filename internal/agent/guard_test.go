@@ -1,0 +1,167 @@
+package agent
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+	testingclock "k8s.io/utils/clock/testing"
+)
+
+// guarded runs Guard on the shell script script, fed from the returned
+// writer, and returns the channel that gets its exit code.
+func guarded(t *testing.T, clk *testingclock.FakeClock, script string) (io.WriteCloser, <-chan int) {
+	t.Helper()
+	r, w := io.Pipe()
+	codes := make(chan int, 1)
+	go func() {
+		code, err := Guard(context.Background(), []string{"-grace=2s", "--", "sh", "-c", script}, r, clk)
+		if err != nil {
+			t.Error(err)
+		}
+		codes <- code
+	}()
+	t.Cleanup(func() { _ = w.Close() })
+	return w, codes
+}
+
+// send writes line to the guard, failing t if the guard does not read it.
+func send(t *testing.T, w io.Writer, line string) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() {
+		_, err := io.WriteString(w, line+"\n")
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the guard did not read %q", line)
+	}
+}
+
+// waitFile waits until path exists (the script got that far).
+func waitFile(t *testing.T, path string) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		_, err := os.Stat(path)
+		return err == nil, nil
+	}); err != nil {
+		t.Fatalf("%s never appeared", path)
+	}
+}
+
+func exited(t *testing.T, codes <-chan int, what string) int {
+	t.Helper()
+	select {
+	case c := <-codes:
+		return c
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s: the guard did not return", what)
+		return 0
+	}
+}
+
+// running reports whether the guard has not returned yet.
+func running(codes <-chan int) bool {
+	select {
+	case <-codes:
+		return false
+	default:
+		return true
+	}
+}
+
+// trapScript notes its start in dir/started, and its SIGTERM in
+// dir/term before it exits 3.
+func trapScript(dir string) string {
+	return `trap 'echo term > ` + filepath.Join(dir, "term") + `; exit 3' TERM; echo up > ` + filepath.Join(dir, "started") + `; while :; do sleep 0.05; done`
+}
+
+func TestGuardReturnsTheCommandsExitCode(t *testing.T) {
+	w, codes := guarded(t, testingclock.NewFakeClock(time.Now()), "exit 7")
+	send(t, w, "5000000000")
+	if c := exited(t, codes, "a command that exits"); c != 7 {
+		t.Fatalf("exit code %d, want 7", c)
+	}
+}
+
+func TestGuardStopsTheCommandOnceLeadershipRunsOut(t *testing.T) {
+	dir := t.TempDir()
+	clk := testingclock.NewFakeClock(time.Now())
+	w, codes := guarded(t, clk, trapScript(dir))
+	send(t, w, "1000000000") // valid for 1s
+	waitFile(t, filepath.Join(dir, "started"))
+	// (That renewals extend it is the e2e test's: here a step of the
+	// clock could overtake the guard's reading of the extension.)
+	clk.Step(999 * time.Millisecond)
+	if _, err := os.Stat(filepath.Join(dir, "term")); err == nil || !running(codes) {
+		t.Fatal("the command was stopped before its deadline")
+	}
+	// At the deadline, SIGTERM.
+	clk.Step(time.Millisecond)
+	if c := exited(t, codes, "past the deadline"); c != 3 {
+		t.Fatalf("exit code %d, want the script's 3 after SIGTERM", c)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "term")); err != nil || strings.TrimSpace(string(b)) != "term" {
+		t.Fatalf("the script saw no SIGTERM: %q %v", b, err)
+	}
+}
+
+func TestGuardKillsACommandThatOutlivesTheGrace(t *testing.T) {
+	dir := t.TempDir()
+	clk := testingclock.NewFakeClock(time.Now())
+	w, codes := guarded(t, clk, `trap '' TERM; echo up > `+filepath.Join(dir, "started")+`; while :; do sleep 0.05; done`)
+	send(t, w, "5000000000")
+	waitFile(t, filepath.Join(dir, "started"))
+	send(t, w, guardStop)
+	// The grace timer is set once the stop was taken; step past it until
+	// the guard kills the command.
+	var code int
+	if err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		select {
+		case code = <-codes:
+			return true, nil
+		default:
+			clk.Step(time.Second)
+			return false, nil
+		}
+	}); err != nil {
+		t.Fatal("the guard never killed a command that ignores SIGTERM")
+	}
+	if code != 137 {
+		t.Fatalf("exit code %d, want 137 (SIGKILL)", code)
+	}
+}
+
+func TestGuardStopsTheCommandWhenTheAgentIsGone(t *testing.T) {
+	dir := t.TempDir()
+	w, codes := guarded(t, testingclock.NewFakeClock(time.Now()), trapScript(dir))
+	send(t, w, "5000000000")
+	waitFile(t, filepath.Join(dir, "started"))
+	_ = w.Close() // the agent died: its end of the pipe closed
+	if c := exited(t, codes, "after the agent went"); c != 3 {
+		t.Fatalf("exit code %d, want 3 after SIGTERM", c)
+	}
+}
+
+func TestGuardStartsNothingWithoutLeadership(t *testing.T) {
+	dir := t.TempDir()
+	r, w := io.Pipe()
+	_ = w.Close()
+	_, err := Guard(context.Background(), []string{"--", "sh", "-c", trapScript(dir)}, r, testingclock.NewFakeClock(time.Now()))
+	if err == nil || !strings.Contains(err.Error(), "no leadership") {
+		t.Fatalf("Guard with no validity given: %v; want an error", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "started")); err == nil {
+		t.Fatal("the command started without leadership")
+	}
+}
