@@ -19,6 +19,7 @@ func TestCommandLine(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	commands := []string{"controller", "agent", "version"}
+	missing := filepath.Join(t.TempDir(), "no-kubeconfig")
 	cases := []struct {
 		args     []string
 		code     int
@@ -31,11 +32,14 @@ func TestCommandLine(t *testing.T) {
 		{args: []string{"--help"}, code: 0, stdout: append([]string{"usage: redislock"}, commands...)},
 		{args: []string{"help"}, code: 0, stdout: append([]string{"usage: redislock"}, commands...)},
 		// The flag package prints a command's flags on stderr.
-		{args: []string{"agent", "-h"}, code: 0, stderr: []string{"-lock", "-label-pod", "-cluster-id"}},
+		{args: []string{"agent", "-h"}, code: 0, stderr: []string{"-lock", "-label-pod", "-cluster-id", "-kubeconfig"}},
 		{args: []string{"agent", "--help"}, code: 0, stderr: []string{"-lock"}},
-		{args: []string{"controller", "-h"}, code: 0, stderr: []string{"-metrics-bind-address", "-agent-image"}},
+		{args: []string{"controller", "-h"}, code: 0, stderr: []string{"-metrics-bind-address", "-agent-image", "-kubeconfig"}},
 		{args: []string{"controller", "--help"}, code: 0, stderr: []string{"-leader-elect"}},
 		{args: []string{"version"}, code: 0, stdout: []string{versionOf(builtInfo(t, bin))}},
+		// -kubeconfig is the file both commands connect with.
+		{args: []string{"agent", "-kubeconfig", missing, "-lock", "l", "-namespace", "ns", "-identity", "a"}, code: 1, stderr: []string{"agent: kubeconfig " + missing}, noStdout: true},
+		{args: []string{"controller", "-kubeconfig", missing}, code: 1, stderr: []string{"controller: kubeconfig " + missing}, noStdout: true},
 		{args: []string{"nope"}, code: 1, stderr: []string{`unknown subcommand "nope"`}, noStdout: true},
 	}
 	for _, tc := range cases {
