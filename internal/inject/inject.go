@@ -31,6 +31,13 @@ const (
 	LeaderFile = MountPath + "/leader.json"
 	// LeaderURLEnv is set in every app container to the agent's /leader URL.
 	LeaderURLEnv = "REDISLOCK_LEADER_URL"
+	// LeaderFileEnv is set in every app container to LeaderFile, the path
+	// of the file the agent keeps the /leader answer in.
+	LeaderFileEnv = "REDISLOCK_LEADER_FILE"
+	// IdentityEnv is set in every app container to the pod's name, the
+	// identity the agent campaigns as (and the holder /leader names when
+	// this pod leads).
+	IdentityEnv = "REDISLOCK_IDENTITY"
 )
 
 // Injection is what a pod's annotations ask for.
@@ -87,7 +94,8 @@ func Injected(pod *corev1.Pod) bool {
 // Apply adds the agent with image, told clusterID, to pod, as in: the
 // sidecar first among the init containers (so it serves before the app
 // starts), the shared volume, and in every app container the volume
-// (read-only) and LeaderURLEnv. The caller checks Injected first.
+// (read-only), LeaderURLEnv, LeaderFileEnv and IdentityEnv. The caller
+// checks Injected first.
 func Apply(pod *corev1.Pod, in Injection, image, clusterID string) {
 	port := intstr.FromInt32(in.Port)
 	probe := func(failures int32) *corev1.Probe {
@@ -97,6 +105,7 @@ func Apply(pod *corev1.Pod, in Injection, image, clusterID string) {
 			FailureThreshold: failures,
 		}
 	}
+	podName := &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}
 	agent := corev1.Container{
 		Name:  ContainerName,
 		Image: image,
@@ -109,7 +118,7 @@ func Apply(pod *corev1.Pod, in Injection, image, clusterID string) {
 			"-cluster-id=" + clusterID,
 		},
 		Env: []corev1.EnvVar{
-			{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+			{Name: "POD_NAME", ValueFrom: podName},
 			{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
 		},
 		Ports:         []corev1.ContainerPort{{Name: "redislock", ContainerPort: in.Port, Protocol: corev1.ProtocolTCP}},
@@ -138,6 +147,10 @@ func Apply(pod *corev1.Pod, in Injection, image, clusterID string) {
 	for i := range pod.Spec.Containers {
 		c := &pod.Spec.Containers[i]
 		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: VolumeName, MountPath: MountPath, ReadOnly: true})
-		c.Env = append(c.Env, corev1.EnvVar{Name: LeaderURLEnv, Value: url})
+		c.Env = append(c.Env,
+			corev1.EnvVar{Name: LeaderURLEnv, Value: url},
+			corev1.EnvVar{Name: LeaderFileEnv, Value: LeaderFile},
+			corev1.EnvVar{Name: IdentityEnv, ValueFrom: podName.DeepCopy()},
+		)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -178,15 +179,33 @@ func checkInjected(t *testing.T, pod *corev1.Pod, lock string, port int32) {
 			t.Errorf("agent %s probe %+v, want GET /healthz on %d", name, p, port)
 		}
 	}
+	// Each app container is told where to ask, where to read, and who it
+	// is (a downward-API reference, shown here as "fieldRef:" and its path).
+	want := map[string]string{
+		inject.LeaderURLEnv:  fmt.Sprintf("http://localhost:%d/leader", port),
+		inject.LeaderFileEnv: inject.MountPath + "/leader.json",
+		inject.IdentityEnv:   "fieldRef:metadata.name",
+	}
 	for _, c := range pod.Spec.Containers {
-		url := ""
+		got := map[string]string{}
 		for _, e := range c.Env {
-			if e.Name == inject.LeaderURLEnv {
-				url = e.Value
+			if _, ok := want[e.Name]; !ok {
+				continue
 			}
+			v := e.Value
+			if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
+				v = "fieldRef:" + e.ValueFrom.FieldRef.FieldPath
+			}
+			got[e.Name] = v
 		}
-		if want := fmt.Sprintf("http://localhost:%d/leader", port); url != want {
-			t.Errorf("container %s: %s=%q, want %q", c.Name, inject.LeaderURLEnv, url, want)
+		if !maps.Equal(got, want) {
+			t.Errorf("container %s: env %v, want %v", c.Name, got, want)
+		}
+		mounted := slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
+			return m.Name == inject.VolumeName && m.MountPath == inject.MountPath && m.ReadOnly
+		})
+		if !mounted {
+			t.Errorf("container %s: volume mounts %+v lack %s read-only at %s", c.Name, c.VolumeMounts, inject.VolumeName, inject.MountPath)
 		}
 	}
 }
@@ -258,10 +277,8 @@ func TestPodWithoutAnnotationIsUntouched(t *testing.T) {
 	if len(pod.Spec.InitContainers) != 0 || len(pod.Spec.Volumes) != 0 {
 		t.Errorf("pod without %s was mutated: init %+v volumes %+v", inject.LockAnnotation, pod.Spec.InitContainers, pod.Spec.Volumes)
 	}
-	for _, e := range pod.Spec.Containers[0].Env {
-		if e.Name == inject.LeaderURLEnv {
-			t.Errorf("pod without annotation got %s", e.Name)
-		}
+	if env := pod.Spec.Containers[0].Env; len(env) != 0 {
+		t.Errorf("pod without annotation got env %+v", env)
 	}
 	if len(pod.Spec.Containers[0].VolumeMounts) != len(sent.Containers[0].VolumeMounts) {
 		t.Errorf("pod without annotation got volume mounts %+v", pod.Spec.Containers[0].VolumeMounts)
