@@ -18,6 +18,10 @@ const (
 	// PortAnnotation optionally sets the agent's HTTP port, when the
 	// default DefaultPort is taken in the pod.
 	PortAnnotation = "redislock.io/agent-port"
+	// LabelPodAnnotation set to "false" leaves the pod label
+	// redislock.io/leader off, so the pod's service account needs no patch
+	// on pods; "true", the default, keeps it. Other values are rejected.
+	LabelPodAnnotation = "redislock.io/label-pod"
 	// ContainerName is the injected agent container's name.
 	ContainerName = "redislock-agent"
 	// DefaultPort is the agent's HTTP port unless PortAnnotation says
@@ -46,6 +50,8 @@ type Injection struct {
 	Lock string
 	// Port is the agent's HTTP port.
 	Port int32
+	// LabelPod makes the agent keep the pod's leader label current.
+	LabelPod bool
 }
 
 // Requested reads the injection a pod asks for. ok is false when the pod
@@ -58,13 +64,19 @@ func Requested(pod *corev1.Pod) (in Injection, ok bool, err error) {
 	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
 		return Injection{}, true, fmt.Errorf("annotation %s: %q is not a RedisLock name: %s", LockAnnotation, name, errs[0])
 	}
-	in = Injection{Lock: name, Port: DefaultPort}
+	in = Injection{Lock: name, Port: DefaultPort, LabelPod: true}
 	if p, set := pod.Annotations[PortAnnotation]; set {
 		n, perr := strconv.ParseInt(p, 10, 32)
 		if perr != nil || n < 1 || n > 65535 {
 			return Injection{}, true, fmt.Errorf("annotation %s: %q is not a port number (1-65535)", PortAnnotation, p)
 		}
 		in.Port = int32(n)
+	}
+	if v, set := pod.Annotations[LabelPodAnnotation]; set {
+		if v != "true" && v != "false" {
+			return Injection{}, true, fmt.Errorf("annotation %s: %q is neither \"true\" nor \"false\"", LabelPodAnnotation, v)
+		}
+		in.LabelPod = v == "true"
 	}
 	for _, c := range append(pod.Spec.InitContainers, pod.Spec.Containers...) {
 		for _, cp := range c.Ports {
@@ -105,18 +117,16 @@ func Apply(pod *corev1.Pod, in Injection, image, clusterID string) {
 			FailureThreshold: failures,
 		}
 	}
+	args := []string{"agent", "-lock=" + in.Lock, "-http-address=:" + strconv.Itoa(int(in.Port))}
+	if in.LabelPod {
+		args = append(args, "-label-pod")
+	}
+	args = append(args, "-leader-file="+LeaderFile, "-cluster-id="+clusterID)
 	podName := &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}
 	agent := corev1.Container{
 		Name:  ContainerName,
 		Image: image,
-		Args: []string{
-			"agent",
-			"-lock=" + in.Lock,
-			"-http-address=:" + strconv.Itoa(int(in.Port)),
-			"-label-pod",
-			"-leader-file=" + LeaderFile,
-			"-cluster-id=" + clusterID,
-		},
+		Args:  args,
 		Env: []corev1.EnvVar{
 			{Name: "POD_NAME", ValueFrom: podName},
 			{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
