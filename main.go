@@ -2,6 +2,7 @@
 //
 //	controller  run the RedisLock controller (see -h)
 //	agent       campaign for a RedisLock as a pod's sidecar (see -h)
+//	version     print the version and the commit it was built from
 //
 // `make demo` (hack/demo) runs the whole system on one machine.
 package main
@@ -9,9 +10,12 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"k8s.io/utils/clock"
@@ -20,10 +24,29 @@ import (
 	"github.com/redislock/redislock/internal/controllercmd"
 )
 
+const usage = `usage: redislock <command> [flags]
+
+Commands:
+  controller  run the RedisLock controller
+  agent       campaign for a RedisLock as a pod's sidecar
+  version     print the version and the commit it was built from
+
+Run 'redislock <command> -h' for a command's flags.
+`
+
+// errNoCommand means redislock was run without arguments.
+var errNoCommand = errors.New("no command")
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:]); err != nil {
+	err := run(ctx, os.Args[1:], os.Stdout)
+	switch {
+	case errors.Is(err, errNoCommand):
+		fmt.Fprint(os.Stderr, usage)
+		stop()
+		os.Exit(2)
+	case err != nil:
 		fmt.Fprintln(os.Stderr, "redislock:", err)
 		stop()
 		code := 1
@@ -35,21 +58,61 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, args []string) error {
+// run runs the command args name, writing what the user asked to see
+// (usage, version) to stdout. Asking a command for its flags (-h) is not an
+// error: the flag package has printed them.
+func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(args) == 0 {
-		return fmt.Errorf("usage: redislock controller|agent [flags]")
+		return errNoCommand
 	}
+	var err error
 	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		_, err = fmt.Fprint(stdout, usage)
+	case "version":
+		err = version(stdout)
 	case "controller":
-		return controllercmd.Run(ctx, args[1:])
+		err = controllercmd.Run(ctx, args[1:])
 	case "agent":
-		return agent.Command(ctx, args[1:])
+		err = agent.Command(ctx, args[1:])
 	case agent.GuardCommand: // run by the agent, not by users
-		code, err := agent.Guard(ctx, args[1:], os.Stdin, clock.RealClock{})
-		if err == nil && code != 0 {
+		var code int
+		if code, err = agent.Guard(ctx, args[1:], os.Stdin, clock.RealClock{}); err == nil && code != 0 {
 			err = &agent.ExitError{Code: code, Reason: "the command exited"}
 		}
-		return err
+	default:
+		return fmt.Errorf("unknown subcommand %q: want controller, agent or version (redislock help lists them)", args[0])
 	}
-	return fmt.Errorf("unknown subcommand %q: want controller or agent", args[0])
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	return err
+}
+
+// version writes versionOf the running binary.
+func version(w io.Writer) error {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return errors.New("version: the binary carries no build information")
+	}
+	_, err := fmt.Fprintln(w, versionOf(bi))
+	return err
+}
+
+// versionOf says the module version and the VCS commit that bi records, as
+// the go command stamped them: "commit unknown" when it stamped none (a
+// build with -buildvcs=false, outside a repository, or in a git worktree,
+// whose .git is a file), and "(modified)" after the commit when the tree
+// had uncommitted changes.
+func versionOf(bi *debug.BuildInfo) string {
+	commit, modified := "unknown", ""
+	for _, s := range bi.Settings {
+		switch {
+		case s.Key == "vcs.revision":
+			commit = s.Value
+		case s.Key == "vcs.modified" && s.Value == "true":
+			modified = " (modified)"
+		}
+	}
+	return fmt.Sprintf("redislock %s commit %s%s", bi.Main.Version, commit, modified)
 }

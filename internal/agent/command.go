@@ -10,6 +10,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/redislock/redislock/internal/kubeconfig"
 	"github.com/redislock/redislock/internal/redisconn"
 )
 
@@ -22,6 +23,7 @@ func Command(ctx context.Context, args []string) error {
 	addr := fs.String("http-address", DefaultAddr, "listen address of /leader, /healthz and /metrics")
 	labelPod := fs.Bool("label-pod", false, "keep the pod label "+LeaderLabel+"=true|false current (needs patch on pods)")
 	leaderFile := fs.String("leader-file", "", "keep the /leader JSON in this file, rewritten on changes and renewals")
+	kubeconfigPath := kubeconfig.Flag(fs)
 	clusterID := fs.String("cluster-id", "", "this cluster's identity, the UID of namespace kube-system, for a lock of scope Cluster (default: read it, which needs get on that namespace)")
 	onLost := fs.String("on-lost", OnLostExit, "with a command after --: what to do when leadership ends, once the command is stopped: exit, or campaign to run it again at the next term")
 	fs.Usage = func() {
@@ -36,9 +38,9 @@ func Command(ctx context.Context, args []string) error {
 	log := zap.New(zap.UseFlagOptions(&zapOpts))
 	ctrl.SetLogger(log)
 	redisconn.RouteRedisLogs(log)
-	cfg, err := ctrl.GetConfig()
+	cfg, err := kubeconfig.Load(*kubeconfigPath)
 	if err != nil {
-		return fmt.Errorf("agent: kubeconfig: %w", err)
+		return fmt.Errorf("agent: %w", err)
 	}
 	a, err := New(cfg, Options{
 		Lock:     types.NamespacedName{Namespace: *namespace, Name: *lock},

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -26,35 +27,42 @@ func (a *Agent) publish(ctx context.Context, changed <-chan struct{}, interval t
 	if !a.o.LabelPod && a.o.LeaderFile == "" {
 		return
 	}
-	labeled := "" // the label value last written
+	var label labelState
 	t := a.o.Clock.NewTimer(0)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			final, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalWriteTimeout)
-			a.pass(final, &labeled)
+			a.pass(final, &label)
 			cancel()
 			return
 		case <-changed:
 		case <-t.C():
 		}
-		a.pass(ctx, &labeled)
+		a.pass(ctx, &label)
 		t.Stop()
 		t.Reset(interval)
 	}
 }
 
-// pass writes the current status to the label (if it changed since
-// *labeled) and the file. Failures are logged and retried by the next pass.
-func (a *Agent) pass(ctx context.Context, labeled *string) {
+// labelState is what publish remembers of the pod label between passes.
+type labelState struct {
+	written string // the value last written; "" before the first write
+	failure string // the error of the last failed write, "" after a success
+}
+
+// pass writes the current status to the label (if it changed since it was
+// last written) and the file. Failures are logged and retried by the next
+// pass.
+func (a *Agent) pass(ctx context.Context, label *labelState) {
 	st := a.status()
 	if a.o.LabelPod {
-		if want := strconv.FormatBool(st.Leading); want != *labeled {
+		if want := strconv.FormatBool(st.Leading); want != label.written {
 			if err := a.label(ctx, want); err != nil {
-				a.o.Logger.Error(err, "cannot label the pod; it needs patch on pods (the redislock-agent role)", "label", LeaderLabel, "value", want)
+				a.labelFailed(label, err, want)
 			} else {
-				*labeled = want
+				label.written, label.failure = want, ""
 			}
 		}
 	}
@@ -63,6 +71,22 @@ func (a *Agent) pass(ctx context.Context, labeled *string) {
 			a.o.Logger.Error(err, "cannot write the leader file")
 		}
 	}
+}
+
+// labelFailed logs err, the failure to set the label to value, unless the
+// last write failed with the same error: a missing permission would
+// otherwise be logged at every pass, and its cause is the same each time.
+// Only an API server's refusal gets the hint about the role.
+func (a *Agent) labelFailed(label *labelState, err error, value string) {
+	if err.Error() == label.failure {
+		return
+	}
+	label.failure = err.Error()
+	msg := "cannot label the pod"
+	if apierrors.IsForbidden(err) {
+		msg += "; it needs patch on pods (the redislock-agent role)"
+	}
+	a.o.Logger.Error(err, msg, "label", LeaderLabel, "value", value)
 }
 
 // label sets LeaderLabel on the agent's pod to v.

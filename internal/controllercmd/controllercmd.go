@@ -27,6 +27,7 @@ import (
 	"github.com/redislock/redislock/api/v1alpha1"
 	"github.com/redislock/redislock/controllers"
 	"github.com/redislock/redislock/internal/inject"
+	"github.com/redislock/redislock/internal/kubeconfig"
 	"github.com/redislock/redislock/internal/redisconn"
 	"github.com/redislock/redislock/internal/webhookcert"
 	"github.com/redislock/redislock/pkg/mgrelection"
@@ -70,6 +71,7 @@ func Run(ctx context.Context, args []string) error {
 	leaderElect := fs.Bool("leader-elect", false, "elect one active controller among replicas (a Lease in the controller's namespace)")
 	leaderElectionID := fs.String("leader-election-id", "redislock-controller", "the Lease's name, with -leader-elect")
 	leaderRedisLock := fs.String("leader-election-redislock", "", "NAMESPACE/NAME: elect one active controller among replicas with this RedisLock instead of a Lease")
+	kubeconfigPath := kubeconfig.Flag(fs)
 	resync := fs.Duration("resync", 0, "longest time between two inspections of a lock (default 30s)")
 	var wf webhookFlags
 	wf.bind(fs)
@@ -89,9 +91,9 @@ func Run(ctx context.Context, args []string) error {
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		return err
 	}
-	cfg, err := ctrl.GetConfig()
+	cfg, err := kubeconfig.Load(*kubeconfigPath)
 	if err != nil {
-		return fmt.Errorf("controller: kubeconfig: %w", err)
+		return fmt.Errorf("controller: %w", err)
 	}
 	opts := ctrl.Options{
 		Scheme:                 scheme,

@@ -18,6 +18,10 @@ const (
 	// PortAnnotation optionally sets the agent's HTTP port, when the
 	// default DefaultPort is taken in the pod.
 	PortAnnotation = "redislock.io/agent-port"
+	// LabelPodAnnotation set to "false" leaves the pod label
+	// redislock.io/leader off, so the pod's service account needs no patch
+	// on pods; "true", the default, keeps it. Other values are rejected.
+	LabelPodAnnotation = "redislock.io/label-pod"
 	// ContainerName is the injected agent container's name.
 	ContainerName = "redislock-agent"
 	// DefaultPort is the agent's HTTP port unless PortAnnotation says
@@ -31,6 +35,13 @@ const (
 	LeaderFile = MountPath + "/leader.json"
 	// LeaderURLEnv is set in every app container to the agent's /leader URL.
 	LeaderURLEnv = "REDISLOCK_LEADER_URL"
+	// LeaderFileEnv is set in every app container to LeaderFile, the path
+	// of the file the agent keeps the /leader answer in.
+	LeaderFileEnv = "REDISLOCK_LEADER_FILE"
+	// IdentityEnv is set in every app container to the pod's name, the
+	// identity the agent campaigns as (and the holder /leader names when
+	// this pod leads).
+	IdentityEnv = "REDISLOCK_IDENTITY"
 )
 
 // Injection is what a pod's annotations ask for.
@@ -39,6 +50,8 @@ type Injection struct {
 	Lock string
 	// Port is the agent's HTTP port.
 	Port int32
+	// LabelPod makes the agent keep the pod's leader label current.
+	LabelPod bool
 }
 
 // Requested reads the injection a pod asks for. ok is false when the pod
@@ -51,13 +64,19 @@ func Requested(pod *corev1.Pod) (in Injection, ok bool, err error) {
 	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
 		return Injection{}, true, fmt.Errorf("annotation %s: %q is not a RedisLock name: %s", LockAnnotation, name, errs[0])
 	}
-	in = Injection{Lock: name, Port: DefaultPort}
+	in = Injection{Lock: name, Port: DefaultPort, LabelPod: true}
 	if p, set := pod.Annotations[PortAnnotation]; set {
 		n, perr := strconv.ParseInt(p, 10, 32)
 		if perr != nil || n < 1 || n > 65535 {
 			return Injection{}, true, fmt.Errorf("annotation %s: %q is not a port number (1-65535)", PortAnnotation, p)
 		}
 		in.Port = int32(n)
+	}
+	if v, set := pod.Annotations[LabelPodAnnotation]; set {
+		if v != "true" && v != "false" {
+			return Injection{}, true, fmt.Errorf("annotation %s: %q is neither \"true\" nor \"false\"", LabelPodAnnotation, v)
+		}
+		in.LabelPod = v == "true"
 	}
 	for _, c := range append(pod.Spec.InitContainers, pod.Spec.Containers...) {
 		for _, cp := range c.Ports {
@@ -87,7 +106,8 @@ func Injected(pod *corev1.Pod) bool {
 // Apply adds the agent with image, told clusterID, to pod, as in: the
 // sidecar first among the init containers (so it serves before the app
 // starts), the shared volume, and in every app container the volume
-// (read-only) and LeaderURLEnv. The caller checks Injected first.
+// (read-only), LeaderURLEnv, LeaderFileEnv and IdentityEnv. The caller
+// checks Injected first.
 func Apply(pod *corev1.Pod, in Injection, image, clusterID string) {
 	port := intstr.FromInt32(in.Port)
 	probe := func(failures int32) *corev1.Probe {
@@ -97,19 +117,18 @@ func Apply(pod *corev1.Pod, in Injection, image, clusterID string) {
 			FailureThreshold: failures,
 		}
 	}
+	args := []string{"agent", "-lock=" + in.Lock, "-http-address=:" + strconv.Itoa(int(in.Port))}
+	if in.LabelPod {
+		args = append(args, "-label-pod")
+	}
+	args = append(args, "-leader-file="+LeaderFile, "-cluster-id="+clusterID)
+	podName := &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}
 	agent := corev1.Container{
 		Name:  ContainerName,
 		Image: image,
-		Args: []string{
-			"agent",
-			"-lock=" + in.Lock,
-			"-http-address=:" + strconv.Itoa(int(in.Port)),
-			"-label-pod",
-			"-leader-file=" + LeaderFile,
-			"-cluster-id=" + clusterID,
-		},
+		Args:  args,
 		Env: []corev1.EnvVar{
-			{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+			{Name: "POD_NAME", ValueFrom: podName},
 			{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
 		},
 		Ports:         []corev1.ContainerPort{{Name: "redislock", ContainerPort: in.Port, Protocol: corev1.ProtocolTCP}},
@@ -138,6 +157,10 @@ func Apply(pod *corev1.Pod, in Injection, image, clusterID string) {
 	for i := range pod.Spec.Containers {
 		c := &pod.Spec.Containers[i]
 		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: VolumeName, MountPath: MountPath, ReadOnly: true})
-		c.Env = append(c.Env, corev1.EnvVar{Name: LeaderURLEnv, Value: url})
+		c.Env = append(c.Env,
+			corev1.EnvVar{Name: LeaderURLEnv, Value: url},
+			corev1.EnvVar{Name: LeaderFileEnv, Value: LeaderFile},
+			corev1.EnvVar{Name: IdentityEnv, ValueFrom: podName.DeepCopy()},
+		)
 	}
 }

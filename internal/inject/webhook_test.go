@@ -1,9 +1,11 @@
 package inject_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -135,10 +137,14 @@ func appPod(ns string, annotations map[string]string) *corev1.Pod {
 	}
 }
 
-// checkInjected fails unless pod carries exactly one agent, set up for
-// lock on port.
-func checkInjected(t *testing.T, pod *corev1.Pod, lock string, port int32) {
+// defaults is the injection a pod gets with only LockAnnotation "lock".
+var defaults = inject.Injection{Lock: "lock", Port: inject.DefaultPort, LabelPod: true}
+
+// checkInjected fails unless pod carries exactly one agent, set up as in
+// says.
+func checkInjected(t *testing.T, pod *corev1.Pod, in inject.Injection) {
 	t.Helper()
+	lock, port := in.Lock, in.Port
 	var agents []corev1.Container
 	for _, c := range pod.Spec.InitContainers {
 		if c.Name == inject.ContainerName {
@@ -156,10 +162,13 @@ func checkInjected(t *testing.T, pod *corev1.Pod, lock string, port int32) {
 		t.Errorf("agent restartPolicy %v, want Always (a native sidecar)", a.RestartPolicy)
 	}
 	args := strings.Join(a.Args, " ")
-	for _, want := range []string{"agent", "-lock=" + lock, fmt.Sprintf("-http-address=:%d", port), "-label-pod", "-leader-file=" + inject.LeaderFile, "-cluster-id=test-cluster"} {
+	for _, want := range []string{"agent", "-lock=" + lock, fmt.Sprintf("-http-address=:%d", port), "-leader-file=" + inject.LeaderFile, "-cluster-id=test-cluster"} {
 		if !strings.Contains(args, want) {
 			t.Errorf("agent args %q lack %q", args, want)
 		}
+	}
+	if got := slices.Contains(a.Args, "-label-pod"); got != in.LabelPod {
+		t.Errorf("agent args %q: -label-pod given %t, want %t", args, got, in.LabelPod)
 	}
 	env := map[string]string{}
 	for _, e := range a.Env {
@@ -178,15 +187,33 @@ func checkInjected(t *testing.T, pod *corev1.Pod, lock string, port int32) {
 			t.Errorf("agent %s probe %+v, want GET /healthz on %d", name, p, port)
 		}
 	}
+	// Each app container is told where to ask, where to read, and who it
+	// is (a downward-API reference, shown here as "fieldRef:" and its path).
+	want := map[string]string{
+		inject.LeaderURLEnv:  fmt.Sprintf("http://localhost:%d/leader", port),
+		inject.LeaderFileEnv: inject.MountPath + "/leader.json",
+		inject.IdentityEnv:   "fieldRef:metadata.name",
+	}
 	for _, c := range pod.Spec.Containers {
-		url := ""
+		got := map[string]string{}
 		for _, e := range c.Env {
-			if e.Name == inject.LeaderURLEnv {
-				url = e.Value
+			if _, ok := want[e.Name]; !ok {
+				continue
 			}
+			v := e.Value
+			if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
+				v = "fieldRef:" + e.ValueFrom.FieldRef.FieldPath
+			}
+			got[e.Name] = v
 		}
-		if want := fmt.Sprintf("http://localhost:%d/leader", port); url != want {
-			t.Errorf("container %s: %s=%q, want %q", c.Name, inject.LeaderURLEnv, url, want)
+		if !maps.Equal(got, want) {
+			t.Errorf("container %s: env %v, want %v", c.Name, got, want)
+		}
+		mounted := slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
+			return m.Name == inject.VolumeName && m.MountPath == inject.MountPath && m.ReadOnly
+		})
+		if !mounted {
+			t.Errorf("container %s: volume mounts %+v lack %s read-only at %s", c.Name, c.VolumeMounts, inject.VolumeName, inject.MountPath)
 		}
 	}
 }
@@ -198,7 +225,7 @@ func TestAnnotatedPodGetsTheAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The object the create returned is the stored, mutated pod.
-	checkInjected(t, pod, "lock", inject.DefaultPort)
+	checkInjected(t, pod, defaults)
 	if pod.Spec.InitContainers[0].Name != inject.ContainerName {
 		t.Errorf("the agent is not the first init container: %+v", pod.Spec.InitContainers)
 	}
@@ -210,7 +237,30 @@ func TestPortAnnotationMovesTheAgent(t *testing.T) {
 	if err := k8s.Create(context.Background(), pod); err != nil {
 		t.Fatal(err)
 	}
-	checkInjected(t, pod, "lock", 9777)
+	checkInjected(t, pod, inject.Injection{Lock: "lock", Port: 9777, LabelPod: true})
+}
+
+// The label-pod annotation turns the pod label off; "true" and no
+// annotation keep it.
+func TestLabelPodAnnotation(t *testing.T) {
+	ns := namespace(t)
+	for _, tc := range []struct {
+		value    string // "" for no annotation
+		labelPod bool
+	}{{"", true}, {"true", true}, {"false", false}} {
+		t.Run(cmp.Or(tc.value, "unset"), func(t *testing.T) {
+			annotations := map[string]string{inject.LockAnnotation: "lock"}
+			if tc.value != "" {
+				annotations[inject.LabelPodAnnotation] = tc.value
+			}
+			pod := appPod(ns, annotations)
+			pod.GenerateName, pod.Name = "app-", ""
+			if err := k8s.Create(context.Background(), pod); err != nil {
+				t.Fatal(err)
+			}
+			checkInjected(t, pod, inject.Injection{Lock: "lock", Port: inject.DefaultPort, LabelPod: tc.labelPod})
+		})
+	}
 }
 
 // A Deployment is stored as written; the pods created from its template
@@ -245,7 +295,7 @@ func TestDeploymentPodsGetTheAgent(t *testing.T) {
 	if err := k8s.Create(context.Background(), pod); err != nil {
 		t.Fatal(err)
 	}
-	checkInjected(t, pod, "lock", inject.DefaultPort)
+	checkInjected(t, pod, defaults)
 }
 
 func TestPodWithoutAnnotationIsUntouched(t *testing.T) {
@@ -258,10 +308,8 @@ func TestPodWithoutAnnotationIsUntouched(t *testing.T) {
 	if len(pod.Spec.InitContainers) != 0 || len(pod.Spec.Volumes) != 0 {
 		t.Errorf("pod without %s was mutated: init %+v volumes %+v", inject.LockAnnotation, pod.Spec.InitContainers, pod.Spec.Volumes)
 	}
-	for _, e := range pod.Spec.Containers[0].Env {
-		if e.Name == inject.LeaderURLEnv {
-			t.Errorf("pod without annotation got %s", e.Name)
-		}
+	if env := pod.Spec.Containers[0].Env; len(env) != 0 {
+		t.Errorf("pod without annotation got env %+v", env)
 	}
 	if len(pod.Spec.Containers[0].VolumeMounts) != len(sent.Containers[0].VolumeMounts) {
 		t.Errorf("pod without annotation got volume mounts %+v", pod.Spec.Containers[0].VolumeMounts)
@@ -281,7 +329,7 @@ func TestSecondPassIsIdempotent(t *testing.T) {
 	if err := k8s.Create(context.Background(), again); err != nil {
 		t.Fatal(err)
 	}
-	checkInjected(t, again, "lock", inject.DefaultPort)
+	checkInjected(t, again, defaults)
 	if len(again.Spec.Volumes) != len(sent.Volumes) || len(again.Spec.Containers[0].Env) != len(sent.Containers[0].Env) {
 		t.Errorf("second pass changed the pod: volumes %d -> %d, env %d -> %d",
 			len(sent.Volumes), len(again.Spec.Volumes), len(sent.Containers[0].Env), len(again.Spec.Containers[0].Env))
@@ -317,6 +365,7 @@ func TestBadAnnotationIsRejected(t *testing.T) {
 		{"missing lock", map[string]string{inject.LockAnnotation: "nope"}, nil, `annotation redislock.io/lock: RedisLock "nope" not found in namespace`},
 		{"invalid name", map[string]string{inject.LockAnnotation: "Not_A_Name"}, nil, `annotation redislock.io/lock: "Not_A_Name" is not a RedisLock name`},
 		{"bad port", map[string]string{inject.LockAnnotation: "lock", inject.PortAnnotation: "99999"}, nil, `annotation redislock.io/agent-port: "99999" is not a port number`},
+		{"bad label-pod", map[string]string{inject.LockAnnotation: "lock", inject.LabelPodAnnotation: "no"}, nil, `annotation redislock.io/label-pod: "no" is neither "true" nor "false"`},
 		{"port taken", map[string]string{inject.LockAnnotation: "lock"}, []corev1.ContainerPort{{ContainerPort: inject.DefaultPort}}, "container app already uses port 8090"},
 	}
 	for _, tc := range cases {
@@ -358,7 +407,7 @@ func TestLockNotReadyWarns(t *testing.T) {
 	if err := c.Create(context.Background(), pod); err != nil {
 		t.Fatalf("pod for a RedisLock that is not Ready was rejected: %v", err)
 	}
-	checkInjected(t, pod, "lock", inject.DefaultPort)
+	checkInjected(t, pod, defaults)
 	want := "RedisLock lock is not Ready (SecretMissing: no secret); the agent waits for it"
 	if got := warnings.all(); !slices.Contains(got, want) {
 		t.Errorf("warnings %q lack %q", got, want)
