@@ -159,11 +159,13 @@ func agentUser(t *testing.T, ns string) string {
 }
 
 // startAgents creates the pods worker-a, -b and -c in ns, starts an agent
-// for each on lock with kubeconfig, and a poller of their /leader, stopped
-// when the test ends.
-func startAgents(t *testing.T, ns, lock, kubeconfig string) (*agentFleet, []string, *poller) {
+// for each on lock with kubeconfig (and command, the flags and "-- CMD"
+// after the others), and a poller of their /leader, stopped when the test
+// ends.
+func startAgents(t *testing.T, ns, lock, kubeconfig string, command ...string) (*agentFleet, []string, *poller) {
 	t.Helper()
-	fl := &agentFleet{t: t, bin: goBuild(t, "."), ns: ns, lock: lock, kubeconfig: kubeconfig, clusterID: clusterIDOf(t, testEnv.Config), dir: t.TempDir(), procs: map[string]*agentProc{}}
+	fl := &agentFleet{t: t, bin: goBuild(t, "."), ns: ns, lock: lock, kubeconfig: kubeconfig, clusterID: clusterIDOf(t, testEnv.Config),
+		dir: t.TempDir(), procs: map[string]*agentProc{}, command: command}
 	ids := []string{"worker-a", "worker-b", "worker-c"}
 	for _, id := range ids {
 		mustKubectl(t, "run", "-n", ns, id, "--image=example.test/worker:1", "--restart=Never")

@@ -97,15 +97,7 @@ func TestCommandRunsOnlyWhileLeading(t *testing.T) {
 	d := durations{lease: 4 * time.Second, renew: 3 * time.Second, retry: 500 * time.Millisecond}
 	applyRedisLock(t, ns, "worker", s, "cmd-pass", d)
 	journal := filepath.Join(t.TempDir(), "journal")
-	fl := &agentFleet{t: t, bin: goBuild(t, "."), ns: ns, lock: "worker", kubeconfig: agentUser(t, ns), clusterID: clusterIDOf(t, testEnv.Config),
-		dir: t.TempDir(), procs: map[string]*agentProc{}, command: []string{"-on-lost=campaign", "--", "sh", "-c", journalScript(journal)}}
-	ids := []string{"worker-a", "worker-b", "worker-c"}
-	for _, id := range ids {
-		mustKubectl(t, "run", "-n", ns, id, "--image=example.test/worker:1", "--restart=Never")
-		fl.start(id, freeAddr(t))
-	}
-	p := startPoller(fl)
-	t.Cleanup(p.stop)
+	fl, _, p := startAgents(t, ns, "worker", agentUser(t, ns), "-on-lost=campaign", "--", "sh", "-c", journalScript(journal))
 	ttl := d.lease
 	// runningOn waits until the command's latest run is on a candidate
 	// other than not, and returns it.
