@@ -72,6 +72,10 @@ type Options struct {
 	// OnLost is what an agent running Command does when leadership ends:
 	// OnLostExit (the default) or OnLostCampaign.
 	OnLost string
+	// Hook, when set, is the path of a program run on each change of
+	// leadership or holder, with the /leader JSON on its stdin and
+	// REDISLOCK_LEADING in its environment (see runHooks).
+	Hook string
 	// ClusterID is this cluster's identity, which names a lock of scope
 	// Cluster in Redis (the webhook injects it). Default: read from the
 	// API server, which needs get on namespace kube-system.
@@ -177,12 +181,14 @@ func (a *Agent) Run(ctx context.Context) error {
 		return nil
 	}
 	defer cand.Close()
-	changed := make(chan struct{}, 1)
+	changed, hooked := make(chan struct{}, 1), make(chan struct{}, 1)
 	notify := func() {
 		a.changes.Notify(a.o.Clock.Now())
-		select {
-		case changed <- struct{}{}:
-		default:
+		for _, c := range []chan struct{}{changed, hooked} {
+			select {
+			case c <- struct{}{}:
+			default:
+			}
 		}
 	}
 	eo := redislock.ElectorOptions{
@@ -222,9 +228,17 @@ func (a *Agent) Run(ctx context.Context) error {
 		defer close(published)
 		a.publish(pubCtx, changed, cand.Timing.RenewInterval)
 	}()
+	hooksDone := make(chan struct{})
+	go func() {
+		defer close(hooksDone)
+		if a.o.Hook != "" {
+			a.runHooks(pubCtx, hooked, cand.Timing.TTL)
+		}
+	}()
 	err = el.Run(ctx)
 	stopPub()
 	<-published
+	<-hooksDone
 	if err == nil && run != nil {
 		err = run.exitErr()
 	}

@@ -25,6 +25,7 @@ func Command(ctx context.Context, args []string) error {
 	leaderFile := fs.String("leader-file", "", "keep the /leader JSON in this file, rewritten on changes and renewals")
 	kubeconfigPath := kubeconfig.Flag(fs)
 	clusterID := fs.String("cluster-id", "", "this cluster's identity, the UID of namespace kube-system, for a lock of scope Cluster (default: read it, which needs get on that namespace)")
+	hook := fs.String("hook", "", "a program to run on each change of leadership or holder, with the /leader JSON on its stdin and REDISLOCK_LEADING=true|false")
 	onLost := fs.String("on-lost", OnLostExit, "with a command after --: what to do when leadership ends, once the command is stopped: exit, or campaign to run it again at the next term")
 	fs.Usage = func() {
 		_, _ = fmt.Fprintf(fs.Output(), "usage: redislock agent -lock NAME [flags] [-- CMD ARGS...]\n\nWith CMD, the agent runs it only while it leads, stops it when leadership ends, and exits with its exit code.\n\n")
@@ -45,7 +46,7 @@ func Command(ctx context.Context, args []string) error {
 	a, err := New(cfg, Options{
 		Lock:     types.NamespacedName{Namespace: *namespace, Name: *lock},
 		Identity: *identity, Addr: *addr, LabelPod: *labelPod, LeaderFile: *leaderFile,
-		ClusterID: *clusterID, Logger: log.WithName("agent"),
+		ClusterID: *clusterID, Hook: *hook, Logger: log.WithName("agent"),
 		Command: fs.Args(), OnLost: onLostFlag(fs.Args(), *onLost),
 	})
 	if err != nil {

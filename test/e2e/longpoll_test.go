@@ -2,8 +2,11 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -127,4 +130,53 @@ func httpGetBody(url string) (string, error) {
 	defer func() { _ = resp.Body.Close() }()
 	b, err := io.ReadAll(resp.Body)
 	return string(b), err
+}
+
+// An agent's -hook runs on each change of leader, with the /leader JSON on
+// its stdin, and not at every renewal: a handover runs the new leader's
+// hook with leading true, and the old leader's last run says it stopped.
+func TestAgentHookRunsOnEachChangeOfLeader(t *testing.T) {
+	s := redistest.Start(t, redisproc.Options{Password: "hook-pass"})
+	startController(t, nil)
+	ns := newNamespace(t)
+	applyRedisLock(t, ns, "worker", s, "hook-pass", faultTiming)
+	dir := t.TempDir()
+	hook := filepath.Join(dir, "hook.sh")
+	if err := os.WriteFile(hook, []byte("#!/bin/sh\ncat >> "+dir+"/$POD_NAME.hook\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fl, _, p := startAgents(t, ns, "worker", agentUser(t, ns), "-hook="+hook)
+	ttl := faultTiming.lease
+	runs := func(id string) []leaderhttp.Status {
+		raw, _ := os.ReadFile(filepath.Join(dir, id+".hook"))
+		var out []leaderhttp.Status
+		for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+			var st leaderhttp.Status
+			if json.Unmarshal([]byte(line), &st) == nil {
+				out = append(out, st)
+			}
+		}
+		return out
+	}
+	leader := p.waitLeader(t, "", 3*ttl+5*time.Second)
+	waitUntil(t, 10*time.Second, leader+"'s hook to run with leading true", func() bool {
+		r := runs(leader)
+		return len(r) > 0 && r[len(r)-1].Leading
+	})
+	// Renewals every 300ms for 3s: no run of the hook.
+	before := len(runs(leader))
+	p.steady(t, 3*time.Second)
+	if n := len(runs(leader)); n != before || n > 2 {
+		t.Errorf("the leader's hook ran %d times, %d of them while it led steadily; want once or twice (seen as a standby, then leading) and none at renewals", n, n-before)
+	}
+	fl.signal(leader, syscall.SIGTERM)
+	next := p.waitLeader(t, leader, ttl+5*time.Second)
+	waitUntil(t, 10*time.Second, next+"'s hook to run with leading true", func() bool {
+		r := runs(next)
+		return len(r) > 0 && r[len(r)-1].Leading
+	})
+	if r := runs(leader); len(r) == 0 || r[len(r)-1].Leading {
+		t.Errorf("the old leader's hook runs %+v; want the last to say it no longer leads", r)
+	}
+	t.Logf("hook runs: %s %d, %s %d", leader, len(runs(leader)), next, len(runs(next)))
 }
