@@ -75,6 +75,11 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		err = controllercmd.Run(ctx, args[1:])
 	case "agent":
 		err = agent.Command(ctx, args[1:])
+	case agent.InstallCommand: // run by the webhook's init container
+		if len(args) != 2 {
+			return fmt.Errorf("usage: redislock %s DEST", agent.InstallCommand)
+		}
+		err = agent.Install(args[1])
 	case agent.GuardCommand: // run by the agent, not by users
 		var code int
 		if code, err = agent.Guard(ctx, args[1:], os.Stdin, clock.RealClock{}); err == nil && code != 0 {

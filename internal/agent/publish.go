@@ -1,10 +1,12 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -104,22 +106,30 @@ func (a *Agent) label(ctx context.Context, v string) error {
 
 // writeStatus replaces path with st as JSON, atomically: a reader sees the
 // old content or the new, never a part.
-func writeStatus(path string, st leaderhttp.Status) (err error) {
+func writeStatus(path string, st leaderhttp.Status) error {
 	data, err := json.Marshal(st)
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
+	if err := writeAtomic(path, 0o644, bytes.NewReader(append(data, '\n'))); err != nil {
 		return fmt.Errorf("agent: leader file: %w", err)
 	}
-	_, werr := tmp.Write(append(data, '\n'))
-	if err = errors.Join(werr, tmp.Chmod(0o644), tmp.Close()); err == nil {
+	return nil
+}
+
+// writeAtomic replaces path with what r reads, with mode, atomically: a
+// reader of path sees the old content or the new, never a part.
+func writeAtomic(path string, mode os.FileMode, r io.Reader) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	_, werr := io.Copy(tmp, r)
+	if err = errors.Join(werr, tmp.Chmod(mode), tmp.Close()); err == nil {
 		err = os.Rename(tmp.Name(), path)
 	}
 	if err != nil {
 		_ = os.Remove(tmp.Name())
-		return fmt.Errorf("agent: leader file: %w", err)
 	}
-	return nil
+	return err
 }

@@ -2,6 +2,8 @@ package inject
 
 import (
 	"fmt"
+	"path"
+	"slices"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
@@ -22,8 +24,21 @@ const (
 	// redislock.io/leader off, so the pod's service account needs no patch
 	// on pods; "true", the default, keeps it. Other values are rejected.
 	LabelPodAnnotation = "redislock.io/label-pod"
-	// ContainerName is the injected agent container's name.
+	// RunContainerAnnotation names an app container to run only while
+	// the pod leads: the webhook wraps its command in `redislock agent --`,
+	// which campaigns in its place (no sidecar then). The container must
+	// set its command in the pod spec: the webhook cannot see its image's
+	// entrypoint.
+	RunContainerAnnotation = "redislock.io/run-container"
+	// ContainerName is the injected agent container's name: the sidecar,
+	// or with RunContainerAnnotation the init container that installs the
+	// agent's binary for the wrapped container.
 	ContainerName = "redislock-agent"
+	// BinVolumeName is the volume that carries the agent's binary to a
+	// wrapped container.
+	BinVolumeName = "redislock-bin"
+	// BinPath is where a wrapped container finds the agent's binary.
+	BinPath = "/var/run/redislock-bin/redislock"
 	// DefaultPort is the agent's HTTP port unless PortAnnotation says
 	// otherwise.
 	DefaultPort = 8090
@@ -52,6 +67,9 @@ type Injection struct {
 	Port int32
 	// LabelPod makes the agent keep the pod's leader label current.
 	LabelPod bool
+	// RunContainer, when set, is the app container that runs only while
+	// the pod leads.
+	RunContainer string
 }
 
 // Requested reads the injection a pod asks for. ok is false when the pod
@@ -86,9 +104,19 @@ func Requested(pod *corev1.Pod) (in Injection, ok bool, err error) {
 		}
 	}
 	for _, v := range pod.Spec.Volumes {
-		if v.Name == VolumeName {
-			return Injection{}, true, fmt.Errorf("volume %s already exists; the agent needs that name for its leader file", VolumeName)
+		if v.Name == VolumeName || v.Name == BinVolumeName {
+			return Injection{}, true, fmt.Errorf("volume %s already exists; the agent needs that name", v.Name)
 		}
+	}
+	if name, set := pod.Annotations[RunContainerAnnotation]; set {
+		i := slices.IndexFunc(pod.Spec.Containers, func(c corev1.Container) bool { return c.Name == name })
+		switch {
+		case i < 0:
+			return Injection{}, true, fmt.Errorf("annotation %s: the pod has no container %q", RunContainerAnnotation, name)
+		case len(pod.Spec.Containers[i].Command) == 0:
+			return Injection{}, true, fmt.Errorf("annotation %s: container %s sets no command, so the webhook cannot wrap it (it cannot see the image's entrypoint); set its command (and args) in the pod spec", RunContainerAnnotation, name)
+		}
+		in.RunContainer = name
 	}
 	return in, true, nil
 }
@@ -105,7 +133,8 @@ func Injected(pod *corev1.Pod) bool {
 
 // Apply adds the agent with image, told clusterID, to pod, as in: the
 // sidecar first among the init containers (so it serves before the app
-// starts), the shared volume, and in every app container the volume
+// starts), or with in.RunContainer the wrapped container instead (see
+// wrap); the shared volume; and in every other app container the volume
 // (read-only), LeaderURLEnv, LeaderFileEnv and IdentityEnv. The caller
 // checks Injected first.
 func Apply(pod *corev1.Pod, in Injection, image, clusterID string) {
@@ -148,19 +177,48 @@ func Apply(pod *corev1.Pod, in Injection, image, clusterID string) {
 			SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 		},
 	}
-	pod.Spec.InitContainers = append([]corev1.Container{agent}, pod.Spec.InitContainers...)
 	pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{
 		Name:         VolumeName,
 		VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}},
 	})
+	if in.RunContainer != "" {
+		wrap(pod, in, agent)
+	} else {
+		pod.Spec.InitContainers = append([]corev1.Container{agent}, pod.Spec.InitContainers...)
+	}
 	url := fmt.Sprintf("http://localhost:%d/leader", in.Port)
 	for i := range pod.Spec.Containers {
 		c := &pod.Spec.Containers[i]
-		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: VolumeName, MountPath: MountPath, ReadOnly: true})
+		if c.Name != in.RunContainer {
+			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: VolumeName, MountPath: MountPath, ReadOnly: true})
+		}
 		c.Env = append(c.Env,
 			corev1.EnvVar{Name: LeaderURLEnv, Value: url},
 			corev1.EnvVar{Name: LeaderFileEnv, Value: LeaderFile},
 			corev1.EnvVar{Name: IdentityEnv, ValueFrom: podName.DeepCopy()},
 		)
 	}
+}
+
+// wrap makes in.RunContainer run the agent, as agent (the sidecar it
+// replaces) would, with the container's own command after "--": an init
+// container copies the agent's binary into BinVolumeName (on disk: the
+// binary would count against the pod's memory in a memory volume), and the
+// wrapped container gets the agent's environment, port and volume.
+func wrap(pod *corev1.Pod, in Injection, agent corev1.Container) {
+	install := corev1.Container{
+		Name: ContainerName, Image: agent.Image, Args: []string{"agent-install", BinPath},
+		Resources: agent.Resources, SecurityContext: agent.SecurityContext,
+		VolumeMounts: []corev1.VolumeMount{{Name: BinVolumeName, MountPath: path.Dir(BinPath)}},
+	}
+	pod.Spec.InitContainers = append([]corev1.Container{install}, pod.Spec.InitContainers...)
+	pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: BinVolumeName, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+	i := slices.IndexFunc(pod.Spec.Containers, func(c corev1.Container) bool { return c.Name == in.RunContainer })
+	c := &pod.Spec.Containers[i]
+	c.Command = slices.Concat([]string{BinPath}, agent.Args, []string{"--"}, c.Command)
+	c.Env = append(c.Env, agent.Env...)
+	c.Ports = append(c.Ports, agent.Ports...)
+	c.VolumeMounts = append(c.VolumeMounts,
+		corev1.VolumeMount{Name: VolumeName, MountPath: MountPath},
+		corev1.VolumeMount{Name: BinVolumeName, MountPath: path.Dir(BinPath), ReadOnly: true})
 }

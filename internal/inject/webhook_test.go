@@ -367,6 +367,8 @@ func TestBadAnnotationIsRejected(t *testing.T) {
 		{"bad port", map[string]string{inject.LockAnnotation: "lock", inject.PortAnnotation: "99999"}, nil, `annotation redislock.io/agent-port: "99999" is not a port number`},
 		{"bad label-pod", map[string]string{inject.LockAnnotation: "lock", inject.LabelPodAnnotation: "no"}, nil, `annotation redislock.io/label-pod: "no" is neither "true" nor "false"`},
 		{"port taken", map[string]string{inject.LockAnnotation: "lock"}, []corev1.ContainerPort{{ContainerPort: inject.DefaultPort}}, "container app already uses port 8090"},
+		{"run-container missing", map[string]string{inject.LockAnnotation: "lock", inject.RunContainerAnnotation: "worker"}, nil, `annotation redislock.io/run-container: the pod has no container "worker"`},
+		{"run-container without a command", map[string]string{inject.LockAnnotation: "lock", inject.RunContainerAnnotation: "app"}, nil, "container app sets no command, so the webhook cannot wrap it"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -430,4 +432,47 @@ func (w *warningRecorder) all() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return slices.Clone(w.seen)
+}
+
+// With run-container, the named container runs the agent with its own
+// command after "--", from a binary an init container installs; no
+// sidecar campaigns beside it, and the other containers find /leader as
+// usual.
+func TestRunContainerIsWrappedInTheAgent(t *testing.T) {
+	ns := namespace(t)
+	pod := appPod(ns, map[string]string{inject.LockAnnotation: "lock", inject.RunContainerAnnotation: "app"})
+	pod.Spec.Containers[0].Command = []string{"/app", "serve"}
+	pod.Spec.Containers[0].Args = []string{"--port=8080"}
+	pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: "helper", Image: "example.test/helper:1"})
+	if err := k8s.Create(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(pod.Spec.InitContainers); n != 1 {
+		t.Fatalf("%d init containers, want the installer alone: %+v", n, pod.Spec.InitContainers)
+	}
+	install := pod.Spec.InitContainers[0]
+	if install.Name != inject.ContainerName || install.Image != image || install.RestartPolicy != nil ||
+		!slices.Equal(install.Args, []string{"agent-install", inject.BinPath}) {
+		t.Fatalf("init container %+v; want the agent image installing its binary at %s, run once", install, inject.BinPath)
+	}
+	app := pod.Spec.Containers[0]
+	want := []string{inject.BinPath, "agent", "-lock=lock", fmt.Sprintf("-http-address=:%d", inject.DefaultPort), "-label-pod",
+		"-leader-file=" + inject.LeaderFile, "-cluster-id=test-cluster", "--", "/app", "serve"}
+	if !slices.Equal(app.Command, want) || !slices.Equal(app.Args, []string{"--port=8080"}) {
+		t.Fatalf("app command %q args %q; want %q and its own args", app.Command, app.Args, want)
+	}
+	envs := map[string]bool{}
+	for _, e := range app.Env {
+		envs[e.Name] = true
+	}
+	if !envs["POD_NAME"] || !envs["POD_NAMESPACE"] {
+		t.Errorf("app env %+v lacks the agent's POD_NAME and POD_NAMESPACE", app.Env)
+	}
+	if !slices.ContainsFunc(app.Ports, func(p corev1.ContainerPort) bool { return p.ContainerPort == inject.DefaultPort }) {
+		t.Errorf("app ports %+v lack the agent's", app.Ports)
+	}
+	helper := pod.Spec.Containers[1]
+	if !slices.ContainsFunc(helper.Env, func(e corev1.EnvVar) bool { return e.Name == inject.LeaderURLEnv }) {
+		t.Errorf("helper env %+v lacks %s", helper.Env, inject.LeaderURLEnv)
+	}
 }

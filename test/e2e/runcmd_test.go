@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -11,8 +13,15 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/redislock/redislock/internal/inject"
+	"github.com/redislock/redislock/internal/proc"
 	"github.com/redislock/redislock/internal/redisproc"
 	"github.com/redislock/redislock/internal/redistest"
+	"github.com/redislock/redislock/internal/testenv"
 )
 
 // cmdRun is one run of the command, from its journal: its start, its last
@@ -196,4 +205,98 @@ func TestCommandRunsOnlyWhileLeading(t *testing.T) {
 		t.Errorf("the command ran on two candidates at once, %d times:\n  %s", len(o), strings.Join(o, "\n  "))
 	}
 	p.checkNoOverlap(t)
+}
+
+// The webhook's run-container mode, run as a kubelet would run the pod
+// (envtest has none): each pod's init container installs the binary, then
+// the wrapped container's command (the agent, with the app's own command
+// after "--") runs with the pod's environment. Of two such pods, one runs
+// the app's command at a time, and a SIGTERM hands it to the other.
+func TestWrappedContainerRunsItsCommandOnlyWhileLeading(t *testing.T) {
+	ns := newNamespace(t)
+	config := "redislock-injector-" + ns
+	args := append([]string{"-agent-image=example.test/redislock:e2e"}, applyWebhook(t, config, ns).Args...)
+	startController(t, []string{"POD_NAMESPACE=" + ns}, args...)
+	waitUntil(t, 30*time.Second, "the controller to set the caBundle", func() bool {
+		out, _ := kubectl(t, "get", "mutatingwebhookconfiguration", config, "-o", "jsonpath={.webhooks[0].clientConfig.caBundle}")
+		return out != ""
+	})
+	s := redistest.Start(t, redisproc.Options{Password: "wrap-pass"})
+	d := durations{lease: 4 * time.Second, renew: 3 * time.Second, retry: 500 * time.Millisecond}
+	applyRedisLock(t, ns, "worker", s, "wrap-pass", d)
+	kubeconfig := agentUser(t, ns)
+	k8s, err := testenv.Client(testEnv.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := goBuild(t, ".")
+	journal := filepath.Join(t.TempDir(), "journal")
+	pods := map[string]*proc.Process{}
+	for _, name := range []string{"wrap-a", "wrap-b"} {
+		install, err := testenv.CreateInjectedPod(context.Background(), k8s, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{inject.LockAnnotation: "worker", inject.RunContainerAnnotation: "app"}},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.test/app:1", Command: []string{"sh", "-c", journalScript(journal)}}}},
+		}, 30*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var pod corev1.Pod
+		if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, &pod); err != nil {
+			t.Fatal(err)
+		}
+		// The pod's paths, in a directory of its own on this machine, and
+		// a port of its own.
+		root := t.TempDir()
+		local := func(arg string) string {
+			arg = strings.ReplaceAll(arg, filepath.Dir(inject.BinPath), filepath.Join(root, "bin"))
+			arg = strings.ReplaceAll(arg, inject.MountPath, filepath.Join(root, "run"))
+			if strings.HasPrefix(arg, "-http-address=") {
+				arg = "-http-address=" + freeAddr(t)
+			}
+			return arg
+		}
+		for _, dir := range []string{"bin", "run"} {
+			if err := os.Mkdir(filepath.Join(root, dir), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		installArgs := make([]string, len(install.Args))
+		for i, a := range install.Args {
+			installArgs[i] = local(a)
+		}
+		if out, err := exec.Command(bin, installArgs...).CombinedOutput(); err != nil {
+			t.Fatalf("the init container %v: %v\n%s", install.Args, err, out)
+		}
+		app := pod.Spec.Containers[0]
+		argv := make([]string, 0, len(app.Command)+len(app.Args))
+		for _, a := range append(slices.Clone(app.Command), app.Args...) {
+			argv = append(argv, local(a))
+		}
+		pods[name] = startProc(t, 3072, proc.Options{Name: name, Path: argv[0], Args: argv[1:],
+			Env: []string{"KUBECONFIG=" + kubeconfig, "POD_NAME=" + name, "POD_NAMESPACE=" + ns}, Log: filepath.Join(root, "log")})
+	}
+	var first cmdRun
+	waitUntil(t, 3*d.lease+10*time.Second, "one pod to run the app's command", func() bool {
+		runs := readRuns(t, journal)
+		if len(runs) == 0 {
+			return false
+		}
+		first = runs[len(runs)-1]
+		return time.Since(first.last) < time.Second
+	})
+	at := time.Now()
+	if err := pods[first.id].Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	var next cmdRun
+	waitUntil(t, 3*d.lease+10*time.Second, "the other pod to run it after the SIGTERM", func() bool {
+		runs := readRuns(t, journal)
+		next = runs[len(runs)-1]
+		return next.id != first.id && next.start.After(at)
+	})
+	runs := readRuns(t, journal)
+	t.Logf("%s ran the app's command, then %s, %v after %s's SIGTERM", first.id, next.id, next.start.Sub(at).Round(time.Millisecond), first.id)
+	if o := cmdOverlaps(runs); len(o) > 0 {
+		t.Errorf("the app's command ran in two pods at once:\n  %s", strings.Join(o, "\n  "))
+	}
 }
