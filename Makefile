@@ -75,6 +75,7 @@ manifests:
 	cp config/crd/bases/redislock.io_redislocks.yaml charts/redislock/crds/
 	cp config/rbac/role.yaml charts/redislock/files/rbac.yaml
 	cp config/rbac/agent/role.yaml charts/redislock/files/agent-role.yaml
+	cp config/rbac/agent/policy.yaml charts/redislock/files/agent-policy.yaml
 	cp config/webhook/manifests.yaml charts/redislock/files/webhook.yaml
 
 ## verify-generated: fail if generate or manifests would change the tree.

@@ -228,9 +228,10 @@ func TestInstallManifestsMatchTheGeneratedOnes(t *testing.T) {
 		t.Errorf("the CRD of config/default differs from %s", generated)
 	}
 	for copied, source := range map[string]string{
-		"rbac.yaml":       filepath.Join("config", "rbac", "role.yaml"),
-		"agent-role.yaml": filepath.Join("config", "rbac", "agent", "role.yaml"),
-		"webhook.yaml":    filepath.Join("config", "webhook", "manifests.yaml"),
+		"rbac.yaml":         filepath.Join("config", "rbac", "role.yaml"),
+		"agent-role.yaml":   filepath.Join("config", "rbac", "agent", "role.yaml"),
+		"agent-policy.yaml": filepath.Join("config", "rbac", "agent", "policy.yaml"),
+		"webhook.yaml":      filepath.Join("config", "webhook", "manifests.yaml"),
 	} {
 		a, errA := os.ReadFile(filepath.Join(chartDir(), "files", copied))
 		b, errB := os.ReadFile(filepath.Join(repoRoot, source))
@@ -248,6 +249,18 @@ func TestInstallManifestsMatchTheGeneratedOnes(t *testing.T) {
 		if doc["kind"] == "ClusterRole" || doc["kind"] == "Role" {
 			name := doc["metadata"].(map[string]any)["name"].(string)
 			rules[doc["kind"].(string)+"/"+name] = doc["rules"]
+		}
+	}
+	// The agent's policy too: the chart renders the same specs.
+	specs := map[string]any{}
+	for _, doc := range docs(manifest) {
+		if strings.HasPrefix(doc["kind"].(string), "ValidatingAdmissionPolicy") {
+			specs[doc["kind"].(string)] = doc["spec"]
+		}
+	}
+	for _, doc := range docs(readFile(t, filepath.Join(repoRoot, "config", "rbac", "agent", "policy.yaml"))) {
+		if !reflect.DeepEqual(specs[doc["kind"].(string)], doc["spec"]) {
+			t.Errorf("chart %s differs from config/rbac/agent/policy.yaml", doc["kind"])
 		}
 	}
 	for _, doc := range append(docs(readFile(t, filepath.Join(repoRoot, "config", "rbac", "role.yaml"))), docs(readFile(t, filepath.Join(repoRoot, "config", "rbac", "agent", "role.yaml")))...) {

@@ -1,0 +1,88 @@
+package e2e
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/redislock/redislock/internal/testenv"
+)
+
+// The agent's role lets its service account patch any pod of the
+// namespace; config/rbac/agent/policy.yaml narrows that, where a namespace
+// opts in, to the redislock.io/leader label of the pod whose token makes
+// the request. Tried on the real API server as the agent of pod worker-a
+// (impersonating its service account, with the pod name its token
+// carries): before the opt-in it may relabel worker-b; after, only its own
+// leader label, true or false, and nothing else of any pod. Users'
+// requests, with no pod-bound token, are not affected.
+func TestAgentPolicyLeavesAPodOnlyItsOwnLeaderLabel(t *testing.T) {
+	ns := newNamespace(t)
+	for _, f := range []string{"role.yaml", "policy.yaml"} {
+		mustKubectl(t, "apply", "-f", filepath.Join(repoRoot, "config", "rbac", "agent", f))
+	}
+	t.Cleanup(func() {
+		_, _ = kubectl(t, "delete", "-f", filepath.Join(repoRoot, "config", "rbac", "agent", "policy.yaml"))
+	})
+	mustKubectl(t, "create", "serviceaccount", "-n", ns, "worker")
+	mustKubectl(t, "create", "rolebinding", "-n", ns, "redislock-agent", "--clusterrole=redislock-agent", "--serviceaccount="+ns+":worker")
+	for _, pod := range []string{"worker-a", "worker-b"} {
+		mustKubectl(t, "run", "-n", ns, pod, "--image=example.test/worker:1", "--restart=Never", "--labels=app=worker")
+	}
+	cfg := rest.CopyConfig(testEnv.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{
+		UserName: "system:serviceaccount:" + ns + ":worker",
+		Extra:    map[string][]string{"authentication.kubernetes.io/pod-name": {"worker-a"}},
+	}
+	asAgent, err := testenv.Client(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := testenv.Client(testEnv.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch := func(c client.Client, pod, body string) error {
+		return c.Patch(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pod}}, client.RawPatch(types.MergePatchType, []byte(body)))
+	}
+	if err := patch(asAgent, "worker-b", `{"metadata":{"labels":{"app":"other"}}}`); err != nil {
+		t.Fatalf("before the opt-in, the agent's role lets it relabel another pod; got %v", err)
+	}
+	mustKubectl(t, "label", "namespace", ns, "redislock.io/agent-policy=enforce")
+	waitUntil(t, 30*time.Second, "the policy to refuse a relabel of another pod", func() bool {
+		err := patch(asAgent, "worker-b", `{"metadata":{"labels":{"app":"worker"}}}`)
+		return err != nil && strings.Contains(err.Error(), "redislock-agent-pod-label")
+	})
+	for _, tc := range []struct {
+		name, pod, body, refusal string
+	}{
+		{"its own leader label", "worker-a", `{"metadata":{"labels":{"redislock.io/leader":"true"}}}`, ""},
+		{"its own leader label back", "worker-a", `{"metadata":{"labels":{"redislock.io/leader":"false"}}}`, ""},
+		{"a leader label that is no boolean", "worker-a", `{"metadata":{"labels":{"redislock.io/leader":"maybe"}}}`, "the label redislock.io/leader is true or false"},
+		{"another pod's leader label", "worker-b", `{"metadata":{"labels":{"redislock.io/leader":"true"}}}`, "pod worker-a may change only its own redislock.io/leader label, not pod worker-b"},
+		{"another label of its own", "worker-a", `{"metadata":{"labels":{"app":"evil"}}}`, "no other label"},
+		{"an annotation", "worker-a", `{"metadata":{"annotations":{"x":"y"}}}`, "not its spec, annotations"},
+		{"its image", "worker-a", `{"spec":{"containers":[{"name":"worker-a","image":"example.test/evil:1"}]}}`, "not its spec"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := patch(asAgent, tc.pod, tc.body)
+			switch {
+			case tc.refusal == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.refusal != "" && (err == nil || !strings.Contains(err.Error(), tc.refusal)):
+				t.Fatalf("got %v; want a refusal saying %q", err, tc.refusal)
+			}
+		})
+	}
+	if err := patch(admin, "worker-b", `{"metadata":{"labels":{"app":"relabelled"}}}`); err != nil {
+		t.Fatalf("a user's relabel, with no pod-bound token: %v; want it allowed", err)
+	}
+}
