@@ -128,8 +128,11 @@ func runChaos(t *testing.T, name string, deployment func(*testing.T, *chaosRun) 
 	// The controller shows the holder in the status: its status writes
 	// are counted, and its Inspects are part of what Redis serves.
 	startController(t, nil)
-	for i := range 3 {
-		r.start(fmt.Sprintf("agent-%d", i), "agent", freeAddr(t))
+	// Two of the agents run a command only while leading (the kind
+	// "cmd"), which journals its life: it must never run on two at once.
+	r.start("agent-0", "agent", freeAddr(t))
+	for i := 1; i < 3; i++ {
+		r.start(fmt.Sprintf("agent-cmd-%d", i), "cmd", freeAddr(t))
 	}
 	for i := range 2 {
 		r.start(fmt.Sprintf("plugin-%d", i), "plugin", freeAddr(t))
@@ -247,6 +250,11 @@ func runChaos(t *testing.T, name string, deployment func(*testing.T, *chaosRun) 
 		t.Errorf("S3: %d fencing regressions:\n  %s", len(regr), strings.Join(regr, "\n  "))
 	}
 	r.checkJournal(spans)
+	cmdRuns := readRuns(t, r.cmdJournal())
+	if o := cmdOverlaps(cmdRuns); len(o) > 0 {
+		t.Errorf("S1 of the command: it ran on two candidates at once, %d times:\n  %s", len(o), strings.Join(o, "\n  "))
+	}
+	t.Logf("the command ran %d times on the agents that run it", len(cmdRuns))
 	worst := map[string]time.Duration{}
 	for i, f := range done {
 		next := settle
@@ -313,8 +321,11 @@ func (r *chaosRun) start(id, kind, addr string) {
 	// logs on stderr for the agent; both also go to the log file.
 	journal := func(line string) { r.journalLine(id, kind, line) }
 	switch kind {
-	case "agent":
+	case "agent", "cmd":
 		o.Path, o.Args, o.Stderr = r.bins.redislock, []string{"agent", "-lock=chaos", "-http-address=" + addr, "-zap-time-encoding=rfc3339nano"}, journal
+		if kind == "cmd" {
+			o.Args = append(o.Args, "-on-lost=campaign", "--", "sh", "-c", journalScript(r.cmdJournal()))
+		}
 		o.Env = append(o.Env, "POD_NAME="+id, "POD_NAMESPACE="+r.ns)
 	default:
 		o.Path, o.Args, o.Stdout = r.bins.operator, []string{"-election=redis", "-redislock=" + r.ns + "/chaos", "-identity=" + id, "-http-address=" + addr}, journal
@@ -460,14 +471,24 @@ func (r *chaosRun) killAndRestart(rng *rand.Rand) string {
 	return c.id
 }
 
-// stopPastTTL stops a candidate with SIGSTOP for longer than the ttl.
+// stopPastTTL stops a candidate with SIGSTOP for longer than the ttl: its
+// processes, or for an agent running a command the agent alone (a hung
+// agent, whose command the guard must stop; a freeze of the command too is
+// the process pause that only fencing tokens guard against).
 func (r *chaosRun) stopPastTTL(rng *rand.Rand) string {
 	c := r.pick(rng)
-	_ = c.Signal(syscall.SIGSTOP)
+	signal := c.Signal
+	if c.kind == "cmd" {
+		signal = func(sig syscall.Signal) error { return syscall.Kill(c.Pid(), sig) }
+	}
+	_ = signal(syscall.SIGSTOP)
 	pause(faultTiming.lease + time.Second)
-	_ = c.Signal(syscall.SIGCONT)
+	_ = signal(syscall.SIGCONT)
 	return c.id
 }
+
+// cmdJournal is the journal of the "cmd" candidates' command.
+func (r *chaosRun) cmdJournal() string { return filepath.Join(r.dir, "command.journal") }
 
 // netFault cuts a candidate off from Redis (for longer than the ttl) or
 // delays its traffic (80ms each way, for 3s), at every proxy.
