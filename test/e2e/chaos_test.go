@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -614,36 +615,47 @@ func (p *chaosProxy) serve() {
 	}
 }
 
+// forward carries in to the target at once, and looks up meanwhile whose
+// connection it is: a lookup (a scan of /proc) before the dial made clients
+// time out on a loaded machine, dial again and queue more lookups. Until the
+// owner is known, a connection gets no fault; once known, a cut candidate's
+// is closed.
 func (p *chaosProxy) forward(in net.Conn) {
-	id := p.owner(in.RemoteAddr())
-	p.mu.Lock()
-	if p.fault[id] == "cut" {
-		p.mu.Unlock()
-		_ = in.Close()
-		return
-	}
-	p.conns[id] = append(p.conns[id], in)
-	p.mu.Unlock()
 	out, err := net.Dial("tcp", p.target)
 	if err != nil {
 		_ = in.Close()
 		return
 	}
-	go p.copy(id, out, in)
-	p.copy(id, in, out)
+	var owner atomic.Pointer[string]
+	go func() {
+		id := p.owner(in.RemoteAddr())
+		owner.Store(&id)
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if p.fault[id] == "cut" {
+			_ = in.Close()
+			return
+		}
+		p.conns[id] = append(p.conns[id], in)
+	}()
+	go p.copy(&owner, out, in)
+	p.copy(&owner, in, out)
 }
 
-// copy forwards src to dst, late by the delay of id's fault, until either
-// closes.
-func (p *chaosProxy) copy(id string, dst, src net.Conn) {
+// copy forwards src to dst, late by the delay of its owner's fault, until
+// either closes.
+func (p *chaosProxy) copy(owner *atomic.Pointer[string], dst, src net.Conn) {
 	defer func() { _ = dst.Close(); _ = src.Close() }()
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			p.mu.Lock()
-			f := p.fault[id]
-			p.mu.Unlock()
+			f := ""
+			if id := owner.Load(); id != nil {
+				p.mu.Lock()
+				f = p.fault[*id]
+				p.mu.Unlock()
+			}
 			if f == "delay" {
 				pause(80 * time.Millisecond)
 			}
