@@ -35,7 +35,7 @@ test:
 	step "vet: go vet ./... (a few minutes with a cold build cache)" $(MAKE) --no-print-directory vet && \
 	step "lint: golangci-lint run ./... (a few minutes with a cold lint cache)" $(MAKE) --no-print-directory lint && \
 	step "verify-generated: controller-gen, then git status of api, config, charts" $(MAKE) --no-print-directory verify-generated && \
-	step "go test -race ./...: builds every test binary with the race detector, then runs them against real Redis and envtest (about 12 min on 2 cores)" \
+	step "go test -race ./...: builds every test binary with the race detector, then runs them against real Redis and envtest (about 15 min on 2 cores)" \
 		env KUBEBUILDER_ASSETS=$$($(TOOLS) --print-assets) HELM=$$($(TOOLS) --print helm) THIRD_PARTY_CRDS=$$($(TOOLS) --print crds) $(GOTEST) ./... && \
 	step "bench vet: go vet in the test/bench module" sh -c 'cd test/bench && $(GO) vet ./...'
 
