@@ -1,5 +1,7 @@
 # The redislock image: one static binary with every mode (controller, agent).
-# docker build -t ghcr.io/redislock/redislock:v0.1.0 .
+# Its version is the chart's appVersion, which the binary embeds too:
+#   v=$(sed -n 's/^appVersion: //p' charts/redislock/Chart.yaml)
+#   docker build --build-arg VERSION=$v -t ghcr.io/redislock/redislock:$v .
 
 FROM --platform=$BUILDPLATFORM golang:1.26 AS build
 WORKDIR /src
@@ -7,6 +9,7 @@ COPY go.mod go.sum ./
 RUN go mod download
 # The main package's sources (test/e2e/dockerfile_test.go checks this list).
 COPY main.go ./
+COPY charts/redislock/Chart.yaml charts/redislock/
 COPY api/ api/
 COPY controllers/ controllers/
 COPY internal/ internal/
@@ -18,6 +21,11 @@ RUN CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \
 
 # distroless/static: no shell, no libc; nonroot runs as uid 65532.
 FROM gcr.io/distroless/static-debian12:nonroot
+ARG VERSION
+LABEL org.opencontainers.image.title=redislock \
+      org.opencontainers.image.version=$VERSION \
+      org.opencontainers.image.source=https://github.com/redislock/redislock \
+      org.opencontainers.image.licenses=Apache-2.0
 COPY --from=build /out/redislock /redislock
 USER 65532:65532
 ENTRYPOINT ["/redislock"]

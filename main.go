@@ -9,6 +9,7 @@ package main
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"flag"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	"syscall"
 
 	"k8s.io/utils/clock"
+	"sigs.k8s.io/yaml"
 
 	"github.com/redislock/redislock/internal/agent"
 	"github.com/redislock/redislock/internal/controllercmd"
@@ -94,22 +96,38 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	return err
 }
 
+// chart is the Helm chart's Chart.yaml, whose appVersion is the release's
+// version: the one source of the binary's version, the chart's and the
+// image's (the Dockerfile copies it).
+//
+//go:embed charts/redislock/Chart.yaml
+var chart []byte
+
 // version writes versionOf the running binary.
 func version(w io.Writer) error {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return errors.New("version: the binary carries no build information")
 	}
-	_, err := fmt.Fprintln(w, versionOf(bi))
+	var c struct {
+		AppVersion string `json:"appVersion"`
+	}
+	if err := yaml.Unmarshal(chart, &c); err != nil {
+		return fmt.Errorf("version: the embedded Chart.yaml: %w", err)
+	}
+	if c.AppVersion == "" {
+		return errors.New("version: the embedded Chart.yaml has no appVersion")
+	}
+	_, err := fmt.Fprintln(w, versionOf(c.AppVersion, bi))
 	return err
 }
 
-// versionOf says the module version and the VCS commit that bi records, as
+// versionOf says the release version and the VCS commit that bi records, as
 // the go command stamped them: "commit unknown" when it stamped none (a
 // build with -buildvcs=false, outside a repository, or in a git worktree,
 // whose .git is a file), and "(modified)" after the commit when the tree
 // had uncommitted changes.
-func versionOf(bi *debug.BuildInfo) string {
+func versionOf(release string, bi *debug.BuildInfo) string {
 	commit, modified := "unknown", ""
 	for _, s := range bi.Settings {
 		switch {
@@ -119,5 +137,5 @@ func versionOf(bi *debug.BuildInfo) string {
 			modified = " (modified)"
 		}
 	}
-	return fmt.Sprintf("redislock %s commit %s%s", bi.Main.Version, commit, modified)
+	return fmt.Sprintf("redislock %s commit %s%s", release, commit, modified)
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime/debug"
@@ -36,7 +37,7 @@ func TestCommandLine(t *testing.T) {
 		{args: []string{"agent", "--help"}, code: 0, stderr: []string{"-lock"}},
 		{args: []string{"controller", "-h"}, code: 0, stderr: []string{"-metrics-bind-address", "-agent-image", "-kubeconfig"}},
 		{args: []string{"controller", "--help"}, code: 0, stderr: []string{"-leader-elect"}},
-		{args: []string{"version"}, code: 0, stdout: []string{versionOf(builtInfo(t, bin))}},
+		{args: []string{"version"}, code: 0, stdout: []string{versionOf(chartAppVersion(t), builtInfo(t, bin))}},
 		// -kubeconfig is the file both commands connect with.
 		{args: []string{"agent", "-kubeconfig", missing, "-lock", "l", "-namespace", "ns", "-identity", "a"}, code: 1, stderr: []string{"agent: kubeconfig " + missing}, noStdout: true},
 		{args: []string{"controller", "-kubeconfig", missing}, code: 1, stderr: []string{"controller: kubeconfig " + missing}, noStdout: true},
@@ -99,7 +100,7 @@ func builtInfo(t *testing.T, bin string) *debug.BuildInfo {
 }
 
 func TestVersionNamesTheCommit(t *testing.T) {
-	mod := debug.Module{Path: "github.com/redislock/redislock", Version: "v0.1.0"}
+	mod := debug.Module{Path: "github.com/redislock/redislock", Version: "(devel)"}
 	rev := debug.BuildSetting{Key: "vcs.revision", Value: "accf39e0000000000000000000000000000000000"}
 	cases := []struct {
 		name     string
@@ -112,9 +113,26 @@ func TestVersionNamesTheCommit(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := versionOf(&debug.BuildInfo{Main: mod, Settings: tc.settings}); got != tc.want {
+			if got := versionOf("v0.1.0", &debug.BuildInfo{Main: mod, Settings: tc.settings}); got != tc.want {
 				t.Errorf("versionOf = %q, want %q", got, tc.want)
 			}
 		})
 	}
+}
+
+// chartAppVersion reads the chart's appVersion from the file itself, not
+// from the copy the binary embeds.
+func chartAppVersion(t *testing.T) string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("charts", "redislock", "Chart.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if v, ok := strings.CutPrefix(line, "appVersion: "); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	t.Fatal("no appVersion in charts/redislock/Chart.yaml")
+	return ""
 }

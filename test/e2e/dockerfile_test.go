@@ -48,6 +48,19 @@ func TestDockerfileBuildsAStaticNonRootBinary(t *testing.T) {
 		}
 	}
 
+	// And the files the main package embeds (the chart's Chart.yaml, for
+	// the version).
+	embeds := exec.Command("go", "list", "-f", `{{join .EmbedFiles "\n"}}`, ".")
+	embeds.Dir = repoRoot
+	if out, err = embeds.Output(); err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, f := range strings.Fields(string(out)) {
+		if !copied[f] && !copied[strings.Split(f, "/")[0]] {
+			t.Errorf("the binary embeds %s, which the Dockerfile does not COPY", f)
+		}
+	}
+
 	// The build stage's command, run here as written (with the output
 	// moved), gives a static binary.
 	run := regexp.MustCompile(`(?m)^RUN (CGO_ENABLED=0 (?:.*\\\n)*.*go build .*)$`).FindStringSubmatch(dockerfile)
