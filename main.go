@@ -84,7 +84,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		err = agent.Install(args[1])
 	case agent.GuardCommand: // run by the agent, not by users
 		var code int
-		if code, err = agent.Guard(ctx, args[1:], os.Stdin, clock.RealClock{}); err == nil && code != 0 {
+		if code, err = agent.Guard(ctx, args[1:], os.Stdin, clock.RealClock{}, agent.Monotonic); err == nil && code != 0 {
 			err = &agent.ExitError{Code: code, Reason: "the command exited"}
 		}
 	default:

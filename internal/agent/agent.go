@@ -162,10 +162,14 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("agent: listen: %w", err)
 	}
-	srv := &http.Server{Handler: a.handler(), ReadHeaderTimeout: 5 * time.Second}
+	// Requests' contexts end with the server, so that a long poll does
+	// not hold the shutdown up.
+	requests, endRequests := context.WithCancel(context.WithoutCancel(ctx))
+	srv := &http.Server{Handler: a.handler(), ReadHeaderTimeout: 5 * time.Second, BaseContext: func(net.Listener) context.Context { return requests }}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	defer func() {
+		endRequests()
 		shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalWriteTimeout)
 		defer cancel()
 		if err := srv.Shutdown(shutdown); err != nil {

@@ -27,10 +27,6 @@ const (
 // onLostValues are the valid Options.OnLost values.
 var onLostValues = sets.New(OnLostExit, OnLostCampaign)
 
-// guardKillMargin is how long after the grace period the agent waits for
-// the guard before it kills it (and, by its death signal, CMD).
-const guardKillMargin = time.Second
-
 // runner runs Options.Command under a guard (see Guard) for each term
 // this agent leads.
 type runner struct {
@@ -55,7 +51,10 @@ type term struct{ done chan struct{} }
 // CMD is stopped at the step-down deadline plus the grace, so it is gone
 // before the lock's key can expire and another pod start its own.
 func newRunner(a *Agent, t redislock.Timing, run context.Context, cancel context.CancelFunc) *runner {
-	return &runner{a: a, run: run, grace: (t.TTL - t.RenewDeadline) / 2, every: t.RenewInterval, cancel: cancel,
+	// Extensions come every (renewDeadline - renewInterval)/2: each carries
+	// the deadline of a renewal at most a renewInterval old, so the next
+	// comes before it passes.
+	return &runner{a: a, run: run, grace: (t.TTL - t.RenewDeadline) / 2, every: (t.RenewDeadline - t.RenewInterval) / 2, cancel: cancel,
 		terms: make(chan *term, 1), result: make(chan *ExitError, 1)}
 }
 
@@ -87,8 +86,11 @@ func (r *runner) lead(held context.Context, el *redislock.Elector) {
 		return
 	}
 	log := r.a.o.Logger.WithValues("command", r.a.o.Command[0], "fence", st.Fence)
+	// The deadline on the guard's clock: this instant plus what is left of
+	// the lock's validity by the agent's clock, read after it.
 	extend := func(st redislock.State) {
-		_, _ = io.WriteString(in, strconv.FormatInt(int64(st.ValidUntil.Sub(st.At)), 10)+"\n") // a dead guard is seen below
+		until := Monotonic() + st.ValidUntil.Sub(r.a.o.Clock.Now())
+		_, _ = io.WriteString(in, strconv.FormatInt(int64(until), 10)+"\n") // a dead guard is seen below
 	}
 	extend(st)
 	log.Info("command started")
@@ -123,7 +125,11 @@ func (r *runner) lead(held context.Context, el *redislock.Elector) {
 	}
 	_, _ = io.WriteString(in, guardStop+"\n")
 	_ = in.Close()
-	kill := r.a.o.Clock.NewTimer(r.grace + guardKillMargin)
+	// A guard that has not stopped CMD by the end of its grace, and half as
+	// long again, is killed (and CMD by its death signal): still before the
+	// lock's key can expire, grace being half of what is left after the
+	// step-down deadline.
+	kill := r.a.o.Clock.NewTimer(r.grace * 3 / 2)
 	defer kill.Stop()
 	select {
 	case <-exited:

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"k8s.io/utils/clock"
 )
 
@@ -23,20 +24,22 @@ const GuardCommand = "agent-guard"
 const guardStop = "stop"
 
 // Guard runs CMD for as long as the agent says leadership is valid, and
-// stops it (SIGTERM, then SIGKILL after the grace period) when it is not,
-// whether or not the agent can still say so. It is a process of its own,
-// so that an agent that hangs (SIGSTOP, a stuck runtime) or dies cannot
-// leave CMD running past the lock's validity: the guard keeps the deadline
-// itself.
+// stops it (SIGTERM, then SIGKILL after the grace period, to CMD's whole
+// process group) when it is not, whether or not the agent can still say
+// so. It is a process of its own, so that an agent that hangs (SIGSTOP, a
+// stuck runtime) or dies cannot leave CMD running past the lock's
+// validity: the guard keeps the deadline itself.
 //
-// The agent writes one line per renewal to the guard's stdin, the time
-// leadership stays valid from now ("1500000000", in ns); "stop" asks for a
-// stop at once, as do the end of stdin (the agent died) and the end of ctx
-// (SIGTERM). CMD
-// starts only after the first line, and is stopped once a deadline passes
-// unextended. The guard exits with CMD's exit code (128+signal when a
-// signal ended it).
-func Guard(ctx context.Context, args []string, in io.Reader, clk clock.Clock) (int, error) {
+// The agent writes one line per extension to the guard's stdin: the
+// instant leadership stays valid until, on mono (CLOCK_MONOTONIC, which
+// every process of the host shares), in ns. An absolute instant, so that a
+// line written late (the agent paused between reading its state and
+// writing) extends nothing. "stop" asks for a stop at once, as do a
+// deadline already past, the end of stdin (the agent died) and the end of
+// ctx (SIGTERM). CMD starts only after a first line still in the future.
+// The guard exits with CMD's exit code (128+signal when a signal ended
+// it).
+func Guard(ctx context.Context, args []string, in io.Reader, clk clock.Clock, mono func() time.Duration) (int, error) {
 	fs := flag.NewFlagSet(GuardCommand, flag.ContinueOnError)
 	grace := fs.Duration("grace", time.Second, "time CMD has after SIGTERM before SIGKILL")
 	if err := fs.Parse(args); err != nil {
@@ -54,59 +57,77 @@ func Guard(ctx context.Context, args []string, in io.Reader, clk clock.Clock) (i
 			lines <- sc.Text()
 		}
 	}()
+	// left is how long until the instant a line names, 0 or less when it
+	// is past or is no instant.
+	left := func(line string) time.Duration {
+		until, err := strconv.ParseInt(line, 10, 64)
+		if err != nil {
+			return 0
+		}
+		return time.Duration(until) - mono()
+	}
 	first, ok := <-lines
-	valid, err := strconv.ParseInt(first, 10, 64)
-	if !ok || err != nil || valid <= 0 {
+	valid := left(first)
+	if !ok || valid <= 0 {
 		return 1, fmt.Errorf("%s: no leadership to start %s under (first line %q)", GuardCommand, argv[0], first)
 	}
-	deadline := clk.NewTimer(time.Duration(valid))
+	deadline := clk.NewTimer(valid)
 	defer deadline.Stop()
 
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-	// CMD dies with the guard, and is in the guard's process group, so a
-	// signal to the pod's processes reaches it too.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// CMD dies with the guard, and leads a process group of its own, so
+	// that a stop reaches what it started too (a shell's children).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		return 1, fmt.Errorf("%s: start %s: %w", GuardCommand, argv[0], err)
 	}
+	group := func(sig syscall.Signal) { _ = syscall.Kill(-cmd.Process.Pid, sig) }
 	exited := make(chan struct{})
 	go func() {
 		_ = cmd.Wait() // the exit status is read from cmd.ProcessState
 		close(exited)
 	}()
+
 	for stopping := false; !stopping; {
 		select {
 		case <-exited:
+			group(syscall.SIGKILL) // what CMD left behind
 			return exitCode(cmd.ProcessState), nil
 		case line, ok := <-lines:
-			if !ok || line == guardStop {
-				stopping = true
-				break
-			}
-			d, err := strconv.ParseInt(line, 10, 64)
-			if err != nil {
+			d := left(line)
+			if !ok || line == guardStop || d <= 0 {
 				stopping = true
 				break
 			}
 			deadline.Stop()
-			deadline.Reset(time.Duration(d))
+			deadline.Reset(d)
 		case <-deadline.C():
 			stopping = true
 		case <-ctx.Done():
 			stopping = true
 		}
 	}
-	_ = cmd.Process.Signal(syscall.SIGTERM)
+	group(syscall.SIGTERM)
 	kill := clk.NewTimer(*grace)
 	defer kill.Stop()
 	select {
 	case <-exited:
 	case <-kill.C():
-		_ = cmd.Process.Kill()
-		<-exited
 	}
+	group(syscall.SIGKILL)
+	<-exited
 	return exitCode(cmd.ProcessState), nil
+}
+
+// Monotonic reads CLOCK_MONOTONIC, the clock the agent and its guard
+// share for Guard's deadlines.
+func Monotonic() time.Duration {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		panic(fmt.Sprintf("agent: CLOCK_MONOTONIC: %v", err)) // Linux always has it
+	}
+	return time.Duration(ts.Nano())
 }
 
 // exitCode is a process's exit code as a shell gives it: 128+signal for

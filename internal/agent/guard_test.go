@@ -2,9 +2,11 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,14 +15,27 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 )
 
-// guarded runs Guard on the shell script script, fed from the returned
-// writer, and returns the channel that gets its exit code.
-func guarded(t *testing.T, clk *testingclock.FakeClock, script string) (io.WriteCloser, <-chan int) {
+// fakeMono is a monotonic clock that clk drives, an hour ahead of its
+// start (so that "0" is long past).
+func fakeMono(clk *testingclock.FakeClock) func() time.Duration {
+	base := clk.Now()
+	return func() time.Duration { return clk.Since(base) + time.Hour }
+}
+
+// validFor is the line that makes leadership valid for d from now.
+func validFor(mono func() time.Duration, d time.Duration) string {
+	return strconv.FormatInt(int64(mono()+d), 10)
+}
+
+// guarded runs Guard on the shell script script with clk and mono, fed
+// from the returned writer, and returns the channel that gets its exit
+// code.
+func guarded(t *testing.T, clk *testingclock.FakeClock, mono func() time.Duration, script string) (io.WriteCloser, <-chan int) {
 	t.Helper()
 	r, w := io.Pipe()
 	codes := make(chan int, 1)
 	go func() {
-		code, err := Guard(context.Background(), []string{"-grace=2s", "--", "sh", "-c", script}, r, clk)
+		code, err := Guard(context.Background(), []string{"-grace=2s", "--", "sh", "-c", script}, r, clk, mono)
 		if err != nil {
 			t.Error(err)
 		}
@@ -87,8 +102,10 @@ func trapScript(dir string) string {
 }
 
 func TestGuardReturnsTheCommandsExitCode(t *testing.T) {
-	w, codes := guarded(t, testingclock.NewFakeClock(time.Now()), "exit 7")
-	send(t, w, "5000000000")
+	clk := testingclock.NewFakeClock(time.Now())
+	mono := fakeMono(clk)
+	w, codes := guarded(t, clk, mono, "exit 7")
+	send(t, w, validFor(mono, 5*time.Second))
 	if c := exited(t, codes, "a command that exits"); c != 7 {
 		t.Fatalf("exit code %d, want 7", c)
 	}
@@ -97,8 +114,9 @@ func TestGuardReturnsTheCommandsExitCode(t *testing.T) {
 func TestGuardStopsTheCommandOnceLeadershipRunsOut(t *testing.T) {
 	dir := t.TempDir()
 	clk := testingclock.NewFakeClock(time.Now())
-	w, codes := guarded(t, clk, trapScript(dir))
-	send(t, w, "1000000000") // valid for 1s
+	mono := fakeMono(clk)
+	w, codes := guarded(t, clk, mono, trapScript(dir))
+	send(t, w, validFor(mono, time.Second))
 	waitFile(t, filepath.Join(dir, "started"))
 	// (That renewals extend it is the e2e test's: here a step of the
 	// clock could overtake the guard's reading of the extension.)
@@ -119,8 +137,9 @@ func TestGuardStopsTheCommandOnceLeadershipRunsOut(t *testing.T) {
 func TestGuardKillsACommandThatOutlivesTheGrace(t *testing.T) {
 	dir := t.TempDir()
 	clk := testingclock.NewFakeClock(time.Now())
-	w, codes := guarded(t, clk, `trap '' TERM; echo up > `+filepath.Join(dir, "started")+`; while :; do sleep 0.05; done`)
-	send(t, w, "5000000000")
+	mono := fakeMono(clk)
+	w, codes := guarded(t, clk, mono, `trap '' TERM; echo up > `+filepath.Join(dir, "started")+`; while :; do sleep 0.05; done`)
+	send(t, w, validFor(mono, 5*time.Second))
 	waitFile(t, filepath.Join(dir, "started"))
 	send(t, w, guardStop)
 	// The grace timer is set once the stop was taken; step past it until
@@ -144,8 +163,10 @@ func TestGuardKillsACommandThatOutlivesTheGrace(t *testing.T) {
 
 func TestGuardStopsTheCommandWhenTheAgentIsGone(t *testing.T) {
 	dir := t.TempDir()
-	w, codes := guarded(t, testingclock.NewFakeClock(time.Now()), trapScript(dir))
-	send(t, w, "5000000000")
+	clk := testingclock.NewFakeClock(time.Now())
+	mono := fakeMono(clk)
+	w, codes := guarded(t, clk, mono, trapScript(dir))
+	send(t, w, validFor(mono, 5*time.Second))
 	waitFile(t, filepath.Join(dir, "started"))
 	_ = w.Close() // the agent died: its end of the pipe closed
 	if c := exited(t, codes, "after the agent went"); c != 3 {
@@ -157,11 +178,66 @@ func TestGuardStartsNothingWithoutLeadership(t *testing.T) {
 	dir := t.TempDir()
 	r, w := io.Pipe()
 	_ = w.Close()
-	_, err := Guard(context.Background(), []string{"--", "sh", "-c", trapScript(dir)}, r, testingclock.NewFakeClock(time.Now()))
+	clk := testingclock.NewFakeClock(time.Now())
+	_, err := Guard(context.Background(), []string{"--", "sh", "-c", trapScript(dir)}, r, clk, fakeMono(clk))
 	if err == nil || !strings.Contains(err.Error(), "no leadership") {
 		t.Fatalf("Guard with no validity given: %v; want an error", err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "started")); err == nil {
 		t.Fatal("the command started without leadership")
+	}
+}
+
+// A line that names an instant already past (written late, by an agent
+// paused after it read its state) extends nothing: the guard stops CMD.
+func TestGuardStopsTheCommandOnALateLine(t *testing.T) {
+	dir := t.TempDir()
+	clk := testingclock.NewFakeClock(time.Now())
+	mono := fakeMono(clk)
+	w, codes := guarded(t, clk, mono, trapScript(dir))
+	send(t, w, validFor(mono, 5*time.Second))
+	waitFile(t, filepath.Join(dir, "started"))
+	send(t, w, validFor(mono, -time.Millisecond))
+	if c := exited(t, codes, "after a late line"); c != 3 {
+		t.Fatalf("exit code %d, want 3 after SIGTERM", c)
+	}
+}
+
+// The stop reaches what CMD started: a shell's child, which ignores
+// SIGTERM, goes with the SIGKILL after the grace.
+func TestGuardStopsWhatTheCommandStarted(t *testing.T) {
+	dir := t.TempDir()
+	clk := testingclock.NewFakeClock(time.Now())
+	mono := fakeMono(clk)
+	pidFile := filepath.Join(dir, "child")
+	w, codes := guarded(t, clk, mono, `sh -c 'trap "" TERM; echo $$ > `+pidFile+`; while :; do sleep 0.05; done' & wait`)
+	send(t, w, validFor(mono, 5*time.Second))
+	waitFile(t, pidFile)
+	raw, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	child, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	send(t, w, guardStop)
+	if err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		select {
+		case <-codes:
+			return true, nil
+		default:
+			clk.Step(time.Second)
+			return false, nil
+		}
+	}); err != nil {
+		t.Fatal("the guard did not return")
+	}
+	// Gone, or a zombie awaiting its reaper: not running either way.
+	if err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", child))
+		return err != nil || strings.Contains(string(stat), ") Z "), nil
+	}); err != nil {
+		t.Fatalf("the command's child %d still runs after the stop", child)
 	}
 }

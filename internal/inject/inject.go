@@ -204,7 +204,7 @@ func Apply(pod *corev1.Pod, in Injection, image, clusterID string) {
 // replaces) would, with the container's own command after "--": an init
 // container copies the agent's binary into BinVolumeName (on disk: the
 // binary would count against the pod's memory in a memory volume), and the
-// wrapped container gets the agent's environment, port and volume.
+// wrapped container gets the agent's environment, port, probes and volume.
 func wrap(pod *corev1.Pod, in Injection, agent corev1.Container) {
 	install := corev1.Container{
 		Name: ContainerName, Image: agent.Image, Args: []string{"agent-install", BinPath},
@@ -216,6 +216,10 @@ func wrap(pod *corev1.Pod, in Injection, agent corev1.Container) {
 	i := slices.IndexFunc(pod.Spec.Containers, func(c corev1.Container) bool { return c.Name == in.RunContainer })
 	c := &pod.Spec.Containers[i]
 	c.Command = slices.Concat([]string{BinPath}, agent.Args, []string{"--"}, c.Command)
+	// The app runs only on the leader: its own probes would fail, restart
+	// or keep unready every standby. The agent's /healthz answers instead;
+	// readiness is left out, as for the sidecar.
+	c.StartupProbe, c.LivenessProbe, c.ReadinessProbe = agent.StartupProbe, agent.LivenessProbe, nil
 	c.Env = append(c.Env, agent.Env...)
 	c.Ports = append(c.Ports, agent.Ports...)
 	c.VolumeMounts = append(c.VolumeMounts,

@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -443,6 +444,8 @@ func TestRunContainerIsWrappedInTheAgent(t *testing.T) {
 	pod := appPod(ns, map[string]string{inject.LockAnnotation: "lock", inject.RunContainerAnnotation: "app"})
 	pod.Spec.Containers[0].Command = []string{"/app", "serve"}
 	pod.Spec.Containers[0].Args = []string{"--port=8080"}
+	appProbe := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/ready", Port: intstr.FromInt32(8080)}}}
+	pod.Spec.Containers[0].ReadinessProbe, pod.Spec.Containers[0].LivenessProbe = appProbe, appProbe.DeepCopy()
 	pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: "helper", Image: "example.test/helper:1"})
 	if err := k8s.Create(context.Background(), pod); err != nil {
 		t.Fatal(err)
@@ -467,6 +470,9 @@ func TestRunContainerIsWrappedInTheAgent(t *testing.T) {
 	}
 	if !envs["POD_NAME"] || !envs["POD_NAMESPACE"] {
 		t.Errorf("app env %+v lacks the agent's POD_NAME and POD_NAMESPACE", app.Env)
+	}
+	if app.ReadinessProbe != nil || app.LivenessProbe == nil || app.LivenessProbe.HTTPGet.Path != "/healthz" || app.StartupProbe == nil {
+		t.Errorf("app probes readiness %+v liveness %+v startup %+v; want the agent's /healthz, no readiness (the app runs on the leader alone)", app.ReadinessProbe, app.LivenessProbe, app.StartupProbe)
 	}
 	if !slices.ContainsFunc(app.Ports, func(p corev1.ContainerPort) bool { return p.ContainerPort == inject.DefaultPort }) {
 		t.Errorf("app ports %+v lack the agent's", app.Ports)

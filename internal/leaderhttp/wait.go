@@ -82,7 +82,8 @@ func (c *Changes) Handler(status func() Status, clk clock.Clock) http.Handler {
 			case <-wake:
 			case <-t.C():
 			case <-r.Context().Done():
-				return
+				// The client went, or the server is shutting down: the
+				// latter still gets the current state.
 			}
 		}
 		answer(w, status())

@@ -96,10 +96,15 @@ type State struct {
 // over HTTP) should report At with it: if the process is paused after the
 // clock was read, the answer is still true of At.
 func (e *Elector) State() State {
+	// The clock first, as At's doc says: a change made after this reading
+	// and before the copy below is then reported with an At before its
+	// notification, so a caller that waits for news after At (the agent's
+	// long poll) cannot miss it.
+	at := e.c.opts.Clock.Now()
 	e.mu.Lock()
 	l, held, leader, err := e.lock, e.held, e.leader, e.err
 	e.mu.Unlock()
-	s := State{At: e.c.opts.Clock.Now(), Leader: leader, Err: err}
+	s := State{At: at, Leader: leader, Err: err}
 	if l == nil || held.Err() != nil {
 		return s
 	}

@@ -22,8 +22,9 @@ import (
 // the request. Tried on the real API server as the agent of pod worker-a
 // (impersonating its service account, with the pod name its token
 // carries): before the opt-in it may relabel worker-b; after, only its own
-// leader label, true or false, and nothing else of any pod. Users'
-// requests, with no pod-bound token, are not affected.
+// leader label, true or false, and nothing else of any pod. Users, and
+// controllers running as service accounts of other namespaces, are not
+// affected.
 func TestAgentPolicyLeavesAPodOnlyItsOwnLeaderLabel(t *testing.T) {
 	ns := newNamespace(t)
 	for _, f := range []string{"role.yaml", "policy.yaml"} {
@@ -84,5 +85,20 @@ func TestAgentPolicyLeavesAPodOnlyItsOwnLeaderLabel(t *testing.T) {
 	}
 	if err := patch(admin, "worker-b", `{"metadata":{"labels":{"app":"relabelled"}}}`); err != nil {
 		t.Fatalf("a user's relabel, with no pod-bound token: %v; want it allowed", err)
+	}
+	// A controller in a pod of another namespace, allowed by RBAC to
+	// patch pods here, is not bound by the policy.
+	mustKubectl(t, "create", "rolebinding", "-n", ns, "operator", "--clusterrole=redislock-agent", "--serviceaccount=operators:rollouts")
+	ocfg := rest.CopyConfig(testEnv.Config)
+	ocfg.Impersonate = rest.ImpersonationConfig{
+		UserName: "system:serviceaccount:operators:rollouts",
+		Extra:    map[string][]string{"authentication.kubernetes.io/pod-name": {"rollouts-5d8c9"}},
+	}
+	operator, err := testenv.Client(ocfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := patch(operator, "worker-b", `{"metadata":{"labels":{"app":"rolled"}}}`); err != nil {
+		t.Fatalf("a controller of another namespace relabelling a pod: %v; want it allowed", err)
 	}
 }
