@@ -25,9 +25,9 @@ func keyOf(st leaderhttp.Status) hookKey { return hookKey{st.Leading, st.Holder}
 // with the status as JSON on its stdin and REDISLOCK_LEADING=true or
 // false in its environment, one run at a time: changes that come while it
 // runs are folded into one run with the latest status. Each run is bounded
-// by the lock's ttl. A last run, bounded by finalWriteTimeout, reports the
-// final status when ctx ends. A failed run is logged; there is no retry,
-// since the next change runs it again.
+// by the lock's ttl, and not cut short when ctx ends; then a last run,
+// bounded by finalWriteTimeout, reports the final status. A failed run is
+// logged; there is no retry, since the next change runs it again.
 func (a *Agent) runHooks(ctx context.Context, changed <-chan struct{}, ttl time.Duration) {
 	var last *hookKey
 	run := func(hctx context.Context) {
@@ -58,7 +58,10 @@ func (a *Agent) runHooks(ctx context.Context, changed <-chan struct{}, ttl time.
 			cancel()
 			return
 		case <-changed:
-			hctx, cancel := context.WithTimeout(ctx, ttl)
+			// Not cut short when the agent stops: the last run, above,
+			// comes after it and must not be taken for done by a run
+			// killed halfway.
+			hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ttl)
 			run(hctx)
 			cancel()
 		}

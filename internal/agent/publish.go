@@ -61,9 +61,13 @@ func (a *Agent) pass(ctx context.Context, label *labelState) {
 	st := a.status()
 	if a.o.LabelPod {
 		if want := strconv.FormatBool(st.Leading); want != label.written {
-			if err := a.label(ctx, want); err != nil {
+			switch err := a.label(ctx, want); {
+			case err != nil && ctx.Err() != nil:
+				// Stopping: the last pass, on a context of its own,
+				// writes the label.
+			case err != nil:
 				a.labelFailed(label, err, want)
-			} else {
+			default:
 				label.written, label.failure = want, ""
 			}
 		}
