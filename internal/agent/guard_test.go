@@ -27,22 +27,38 @@ func validFor(mono func() time.Duration, d time.Duration) string {
 	return strconv.FormatInt(int64(mono()+d), 10)
 }
 
-// guarded runs Guard on the shell script script with clk and mono, fed
-// from the returned writer, and returns the channel that gets its exit
-// code.
-func guarded(t *testing.T, clk *testingclock.FakeClock, mono func() time.Duration, script string) (io.WriteCloser, <-chan int) {
+// guard is a Guard under test: its clock, monotonic clock, stdin and the
+// channel that gets its exit code.
+type guard struct {
+	clk   *testingclock.FakeClock
+	mono  func() time.Duration
+	w     io.WriteCloser
+	codes <-chan int
+}
+
+// guarded runs Guard on the shell script script on a fake clock and sends
+// it a first line, valid for valid; with started set, it waits until that
+// file exists (the script got that far).
+func guarded(t *testing.T, script string, valid time.Duration, started string) guard {
 	t.Helper()
+	clk := testingclock.NewFakeClock(time.Now())
+	g := guard{clk: clk, mono: fakeMono(clk)}
 	r, w := io.Pipe()
 	codes := make(chan int, 1)
 	go func() {
-		code, err := Guard(context.Background(), []string{"-grace=2s", "--", "sh", "-c", script}, r, clk, mono)
+		code, err := Guard(context.Background(), []string{"-grace=2s", "--", "sh", "-c", script}, r, clk, g.mono)
 		if err != nil {
 			t.Error(err)
 		}
 		codes <- code
 	}()
 	t.Cleanup(func() { _ = w.Close() })
-	return w, codes
+	g.w, g.codes = w, codes
+	send(t, w, validFor(g.mono, valid))
+	if started != "" {
+		waitFile(t, started)
+	}
+	return g
 }
 
 // send writes line to the guard, failing t if the guard does not read it.
@@ -102,22 +118,16 @@ func trapScript(dir string) string {
 }
 
 func TestGuardReturnsTheCommandsExitCode(t *testing.T) {
-	clk := testingclock.NewFakeClock(time.Now())
-	mono := fakeMono(clk)
-	w, codes := guarded(t, clk, mono, "exit 7")
-	send(t, w, validFor(mono, 5*time.Second))
-	if c := exited(t, codes, "a command that exits"); c != 7 {
+	g := guarded(t, "exit 7", 5*time.Second, "")
+	if c := exited(t, g.codes, "a command that exits"); c != 7 {
 		t.Fatalf("exit code %d, want 7", c)
 	}
 }
 
 func TestGuardStopsTheCommandOnceLeadershipRunsOut(t *testing.T) {
 	dir := t.TempDir()
-	clk := testingclock.NewFakeClock(time.Now())
-	mono := fakeMono(clk)
-	w, codes := guarded(t, clk, mono, trapScript(dir))
-	send(t, w, validFor(mono, time.Second))
-	waitFile(t, filepath.Join(dir, "started"))
+	g := guarded(t, trapScript(dir), time.Second, filepath.Join(dir, "started"))
+	clk, codes := g.clk, g.codes
 	// (That renewals extend it is the e2e test's: here a step of the
 	// clock could overtake the guard's reading of the extension.)
 	clk.Step(999 * time.Millisecond)
@@ -136,12 +146,9 @@ func TestGuardStopsTheCommandOnceLeadershipRunsOut(t *testing.T) {
 
 func TestGuardKillsACommandThatOutlivesTheGrace(t *testing.T) {
 	dir := t.TempDir()
-	clk := testingclock.NewFakeClock(time.Now())
-	mono := fakeMono(clk)
-	w, codes := guarded(t, clk, mono, `trap '' TERM; echo up > `+filepath.Join(dir, "started")+`; while :; do sleep 0.05; done`)
-	send(t, w, validFor(mono, 5*time.Second))
-	waitFile(t, filepath.Join(dir, "started"))
-	send(t, w, guardStop)
+	g := guarded(t, `trap '' TERM; echo up > `+filepath.Join(dir, "started")+`; while :; do sleep 0.05; done`, 5*time.Second, filepath.Join(dir, "started"))
+	clk, codes := g.clk, g.codes
+	send(t, g.w, guardStop)
 	// The grace timer is set once the stop was taken; step past it until
 	// the guard kills the command.
 	var code int
@@ -163,13 +170,9 @@ func TestGuardKillsACommandThatOutlivesTheGrace(t *testing.T) {
 
 func TestGuardStopsTheCommandWhenTheAgentIsGone(t *testing.T) {
 	dir := t.TempDir()
-	clk := testingclock.NewFakeClock(time.Now())
-	mono := fakeMono(clk)
-	w, codes := guarded(t, clk, mono, trapScript(dir))
-	send(t, w, validFor(mono, 5*time.Second))
-	waitFile(t, filepath.Join(dir, "started"))
-	_ = w.Close() // the agent died: its end of the pipe closed
-	if c := exited(t, codes, "after the agent went"); c != 3 {
+	g := guarded(t, trapScript(dir), 5*time.Second, filepath.Join(dir, "started"))
+	_ = g.w.Close() // the agent died: its end of the pipe closed
+	if c := exited(t, g.codes, "after the agent went"); c != 3 {
 		t.Fatalf("exit code %d, want 3 after SIGTERM", c)
 	}
 }
@@ -192,13 +195,9 @@ func TestGuardStartsNothingWithoutLeadership(t *testing.T) {
 // paused after it read its state) extends nothing: the guard stops CMD.
 func TestGuardStopsTheCommandOnALateLine(t *testing.T) {
 	dir := t.TempDir()
-	clk := testingclock.NewFakeClock(time.Now())
-	mono := fakeMono(clk)
-	w, codes := guarded(t, clk, mono, trapScript(dir))
-	send(t, w, validFor(mono, 5*time.Second))
-	waitFile(t, filepath.Join(dir, "started"))
-	send(t, w, validFor(mono, -time.Millisecond))
-	if c := exited(t, codes, "after a late line"); c != 3 {
+	g := guarded(t, trapScript(dir), 5*time.Second, filepath.Join(dir, "started"))
+	send(t, g.w, validFor(g.mono, -time.Millisecond))
+	if c := exited(t, g.codes, "after a late line"); c != 3 {
 		t.Fatalf("exit code %d, want 3 after SIGTERM", c)
 	}
 }
@@ -207,12 +206,9 @@ func TestGuardStopsTheCommandOnALateLine(t *testing.T) {
 // SIGTERM, goes with the SIGKILL after the grace.
 func TestGuardStopsWhatTheCommandStarted(t *testing.T) {
 	dir := t.TempDir()
-	clk := testingclock.NewFakeClock(time.Now())
-	mono := fakeMono(clk)
 	pidFile := filepath.Join(dir, "child")
-	w, codes := guarded(t, clk, mono, `sh -c 'trap "" TERM; echo $$ > `+pidFile+`; while :; do sleep 0.05; done' & wait`)
-	send(t, w, validFor(mono, 5*time.Second))
-	waitFile(t, pidFile)
+	g := guarded(t, `sh -c 'trap "" TERM; echo $$ > `+pidFile+`; while :; do sleep 0.05; done' & wait`, 5*time.Second, pidFile)
+	clk, codes := g.clk, g.codes
 	raw, err := os.ReadFile(pidFile)
 	if err != nil {
 		t.Fatal(err)
@@ -221,7 +217,7 @@ func TestGuardStopsWhatTheCommandStarted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	send(t, w, guardStop)
+	send(t, g.w, guardStop)
 	if err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
 		select {
 		case <-codes:
