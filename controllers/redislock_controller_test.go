@@ -49,7 +49,7 @@ func redisLock(ns, name string, mode v1alpha1.RedisMode, addrs ...string) *v1alp
 	return &v1alpha1.RedisLock{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: v1alpha1.RedisLockSpec{
-			Redis:         v1alpha1.RedisConnection{Mode: mode, Addrs: addrs},
+			Redis:         v1alpha1.RedisConnectionSpec{Mode: mode, Addrs: addrs},
 			TTL:           &v1alpha1.Duration{Duration: 2 * time.Second},
 			RenewInterval: &v1alpha1.Duration{Duration: 200 * time.Millisecond},
 			RenewDeadline: &v1alpha1.Duration{Duration: 1200 * time.Millisecond},
@@ -109,7 +109,7 @@ func TestCreateFillsDefaults(t *testing.T) {
 	ns := namespace(t)
 	rl := &v1alpha1.RedisLock{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "minimal"},
-		Spec:       v1alpha1.RedisLockSpec{Redis: v1alpha1.RedisConnection{Addrs: []string{"redis:6379"}}},
+		Spec:       v1alpha1.RedisLockSpec{Redis: v1alpha1.RedisConnectionSpec{Addrs: []string{"redis:6379"}}},
 	}
 	create(t, rl)
 	var got v1alpha1.RedisLock

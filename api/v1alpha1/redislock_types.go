@@ -62,14 +62,14 @@ type RedisTLS struct {
 	ServerName string `json:"serverName,omitempty"`
 }
 
-// RedisConnection says how to reach Redis. Field names follow go-redis's
+// RedisConnectionSpec says how to reach Redis. Field names follow go-redis's
 // UniversalOptions where they mean the same thing.
 // +kubebuilder:validation:XValidation:rule="self.mode != 'Standalone' || size(self.addrs) == 1",message="Standalone mode takes exactly one address in addrs",fieldPath=".addrs"
 // +kubebuilder:validation:XValidation:rule="self.mode != 'Redlock' || size(self.addrs) % 2 == 1",message="Redlock mode needs an odd number of addrs, so that two majorities always overlap",fieldPath=".addrs"
 // +kubebuilder:validation:XValidation:rule="self.mode == 'Sentinel' ? has(self.masterName) : !has(self.masterName)",message="masterName is required in Sentinel mode and allowed only there",fieldPath=".masterName"
 // +kubebuilder:validation:XValidation:rule="self.mode != 'Cluster' || !has(self.db) || self.db == 0",message="Cluster mode has only db 0",fieldPath=".db"
 // +kubebuilder:validation:XValidation:rule="self.mode == 'Sentinel' || !has(self.waitReplicas)",message="waitReplicas is allowed only in Sentinel mode",fieldPath=".waitReplicas"
-type RedisConnection struct {
+type RedisConnectionSpec struct {
 	// mode is Standalone (one server), Redlock (an odd number of
 	// independent servers), Sentinel (a master found through Sentinels) or
 	// Cluster.
@@ -192,7 +192,7 @@ const (
 type RedisLockSpec struct {
 	// redis says how to reach the Redis deployment that holds the lock.
 	// +required
-	Redis RedisConnection `json:"redis"`
+	Redis RedisConnectionSpec `json:"redis"`
 	// scope says which candidates contend for the lock. Cluster: those of
 	// this cluster only; the lock in Redis is
 	// "<cluster>/<namespace>/<lockName>", <cluster> being the UID of this

@@ -91,7 +91,12 @@ func Resolve(ctx context.Context, r client.Reader, rl *v1alpha1.RedisLock) (Conf
 	if err := checkDurations(rl); err != nil {
 		return Config{}, err
 	}
-	c := rl.Spec.Redis
+	return resolveConnection(ctx, r, rl.Namespace, "spec.redis", &rl.Spec.Redis)
+}
+
+// resolveConnection returns the Config of connection c, whose Secrets are
+// in namespace ns; field is c's path, for error messages.
+func resolveConnection(ctx context.Context, r client.Reader, ns, field string, c *v1alpha1.RedisConnectionSpec) (Config, error) {
 	cfg := Config{Mode: c.Mode, Addrs: c.Addrs, MasterName: c.MasterName, NodeTimeout: redislock.DefaultNodeTimeout}
 	if cfg.Mode == "" {
 		cfg.Mode = v1alpha1.ModeStandalone
@@ -109,22 +114,22 @@ func Resolve(ctx context.Context, r client.Reader, rl *v1alpha1.RedisLock) (Conf
 		cfg.WaitReplicas = 1
 	}
 	var err error
-	get := func(field string, ref *v1alpha1.SecretKeyRef) []byte {
+	get := func(name string, ref *v1alpha1.SecretKeyRef) []byte {
 		if ref == nil || err != nil {
 			return nil
 		}
 		var v []byte
-		v, err = secretValue(ctx, r, rl.Namespace, field, ref)
+		v, err = secretValue(ctx, r, ns, field+"."+name, ref)
 		return v
 	}
-	cfg.Username = string(get("spec.redis.usernameSecretRef", c.UsernameSecretRef))
-	cfg.Password = string(get("spec.redis.passwordSecretRef", c.PasswordSecretRef))
+	cfg.Username = string(get("usernameSecretRef", c.UsernameSecretRef))
+	cfg.Password = string(get("passwordSecretRef", c.PasswordSecretRef))
 	if c.TLS != nil {
 		cfg.TLS = true
 		cfg.ServerName = c.TLS.ServerName
-		cfg.CAPEM = get("spec.redis.tls.caSecretRef", c.TLS.CASecretRef)
+		cfg.CAPEM = get("tls.caSecretRef", c.TLS.CASecretRef)
 		if err == nil && cfg.CAPEM != nil && !x509.NewCertPool().AppendCertsFromPEM(cfg.CAPEM) {
-			err = fmt.Errorf("%w: spec.redis.tls.caSecretRef: no PEM certificate in Secret %s key %s", ErrInvalid, c.TLS.CASecretRef.Name, c.TLS.CASecretRef.Key)
+			err = fmt.Errorf("%w: %s.tls.caSecretRef: no PEM certificate in Secret %s key %s", ErrInvalid, field, c.TLS.CASecretRef.Name, c.TLS.CASecretRef.Key)
 		}
 	}
 	return cfg, err
