@@ -65,14 +65,15 @@ fuzz:
 generate:
 	$(CONTROLLER_GEN) object paths=./api/...
 
-## manifests: the CRD, the RBAC roles of the controller and the agent, and the webhook configuration, from the markers;
+## manifests: the CRDs, the RBAC roles of the controller and the agent, and the webhook configuration, from the markers;
 ## the Helm chart gets copies (charts/redislock/crds and files/).
 manifests:
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:dir=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=redislock-controller paths=./controllers/... paths=./internal/controllercmd/... paths=./internal/webhookcert/... output:rbac:dir=config/rbac
 	$(CONTROLLER_GEN) rbac:roleName=redislock-agent paths=./internal/agent/... output:rbac:dir=config/rbac/agent
 	$(CONTROLLER_GEN) webhook paths=./internal/inject/... output:webhook:dir=config/webhook
-	cp config/crd/bases/redislock.io_redislocks.yaml charts/redislock/crds/
+	cp config/crd/bases/*.yaml charts/redislock/crds/
+	cp config/rbac/agent/clusterconnection_reader.yaml charts/redislock/files/clusterconnection-reader.yaml
 	cp config/rbac/role.yaml charts/redislock/files/rbac.yaml
 	cp config/rbac/agent/role.yaml charts/redislock/files/agent-role.yaml
 	cp config/rbac/agent/policy.yaml charts/redislock/files/agent-policy.yaml

@@ -54,23 +54,40 @@ func newClientCache(log logr.Logger, clk clock.Clock, changed chan<- event.Gener
 }
 
 // get returns the lock client for cfg and records that nn watches lock.
+// It dials without c.mu held, so that a Redis slow to answer holds up
+// only the RedisLocks that use it; when two dial the same config at once,
+// the first to finish is kept and the other's clients are closed.
 func (c *clientCache) get(ctx context.Context, nn types.NamespacedName, cfg redisconn.Config, lock string) (*redislock.Client, error) {
 	key := cfg.Key()
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if u, ok := c.users[nn]; ok && u != (use{key, lock}) {
 		if old := c.detach(nn, u); old != nil {
 			go old.close()
 		}
 	}
 	e := c.entries[key]
+	c.mu.Unlock()
 	if e == nil {
-		var err error
-		if e, err = c.open(ctx, cfg); err != nil {
+		opened, err := c.open(ctx, cfg)
+		if err != nil {
 			return nil, err
 		}
-		c.entries[key] = e
+		c.mu.Lock()
+		if e = c.entries[key]; e == nil {
+			e = opened
+			c.entries[key] = e
+		} else {
+			defer opened.close()
+		}
+	} else {
+		c.mu.Lock()
+		if c.entries[key] != e {
+			// Closed meanwhile, its last user gone: dial anew.
+			c.mu.Unlock()
+			return c.get(ctx, nn, cfg, lock)
+		}
 	}
+	defer c.mu.Unlock()
 	if e.byLock[lock] == nil {
 		e.byLock[lock] = map[types.NamespacedName]bool{}
 	}
@@ -145,7 +162,7 @@ func (c *clientCache) closeAll() {
 }
 
 // open dials the clients of cfg, checks that Redlock nodes are distinct
-// servers, and listens for lock events on each node. c.mu is held.
+// servers, and listens for lock events on each node.
 func (c *clientCache) open(ctx context.Context, cfg redisconn.Config) (*cacheEntry, error) {
 	nodes := cfg.Clients()
 	lc, err := redislock.New(nodes, &redislock.Options{Identity: "redislock-controller", NodeTimeout: cfg.NodeTimeout, Logger: c.log})

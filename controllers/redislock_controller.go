@@ -20,8 +20,8 @@ import (
 	"k8s.io/client-go/util/csaupgrade"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -42,8 +42,9 @@ const (
 	// ForceReleaseAnnotation asks the controller to free the lock from its
 	// current holder once; the controller removes it when done.
 	ForceReleaseAnnotation = "redislock.io/force-release"
-	// secretIndex indexes RedisLocks by the Secrets they name.
-	secretIndex = ".spec.redis.secretNames"
+	// connectionIndex indexes RedisLocks by the connection they name:
+	// "<kind>/<name>".
+	connectionIndex = ".spec.connectionRef"
 )
 
 // Event reasons.
@@ -73,6 +74,11 @@ type RedisLockReconciler struct {
 	// ClusterID is this cluster's identity (redisconn.ClusterID), which
 	// names the locks of scope Cluster in Redis. Required.
 	ClusterID string
+	// MaxConcurrentReconciles is how many RedisLocks are reconciled at
+	// once, so that locks whose Redis is slow to answer (each call waits
+	// up to its nodeTimeout) hold up only that many workers, not the
+	// others. Default: 4.
+	MaxConcurrentReconciles int
 	// Clock tells time: when a holder was observed, when the nodes'
 	// eviction policy is due to be read again, and the backoff of a lost
 	// subscription. Default: clock.RealClock.
@@ -85,7 +91,8 @@ type RedisLockReconciler struct {
 // +kubebuilder:rbac:groups=redislock.io,resources=redislocks,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=redislock.io,resources=redislocks/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=redislock.io,resources=redislocks/finalizers,verbs=update
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=redislock.io,resources=redisconnections;clusterredisconnections,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=namespaces,resourceNames=kube-system,verbs=get
 
@@ -129,7 +136,8 @@ func (r *RedisLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	rl.Status.EffectiveTiming = &v1alpha1.EffectiveTiming{
 		TTL: metav1.Duration{Duration: t.TTL}, RenewInterval: metav1.Duration{Duration: t.RenewInterval}, RenewDeadline: metav1.Duration{Duration: t.RenewDeadline},
 	}
-	lc, err := r.lockClient(ctx, &rl)
+	lc, cfg, err := r.lockClient(ctx, &rl)
+	rl.Status.Connection = cfg.Connection
 	if err != nil {
 		setUnusable(&rl, err)
 		if becameFalse(before, &rl, v1alpha1.ConditionReady) {
@@ -153,14 +161,14 @@ func (r *RedisLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	evictionErr := r.checkEviction(ctx, &rl, before)
 	h, err := lc.Inspect(ctx, name)
 	prev := rl.Status.HolderIdentity
-	if applyHolder(&rl, h, err, r.Clock.Now()) {
+	if applyHolder(&rl, cfg, h, err, r.Clock.Now()) {
 		log.Info("holder changed", "from", prev, "to", rl.Status.HolderIdentity, "fence", h.Fence)
 		r.Recorder.Eventf(&rl, nil, corev1.EventTypeNormal, EventLeaderChanged, "Observe", "holder changed from %q to %q", prev, rl.Status.HolderIdentity)
 		if prev != "" && rl.Status.HolderIdentity != "" {
 			transitionsTotal.WithLabelValues(rl.Namespace, rl.Name).Inc()
 		}
 	}
-	if evictionErr != nil && rl.Spec.Redis.EvictingNodes == v1alpha1.EvictingNodesRefuse {
+	if evictionErr != nil && cfg.EvictingNodes == v1alpha1.EvictingNodesRefuse {
 		setCondition(&rl, v1alpha1.ConditionReady, metav1.ConditionFalse, ReasonEvictionPolicy, "candidates refuse these nodes (spec.redis.evictingNodes: Refuse): "+evictionErr.Error())
 	}
 	// Every reconcile, so that a restarted controller shows the holder
@@ -215,22 +223,24 @@ func becameFalse(before, now *v1alpha1.RedisLock, typ string) bool {
 	return meta.IsStatusConditionFalse(now.Status.Conditions, typ) && !meta.IsStatusConditionFalse(before.Status.Conditions, typ)
 }
 
-// lockClient resolves the spec and returns the shared lock client for it.
-func (r *RedisLockReconciler) lockClient(ctx context.Context, rl *v1alpha1.RedisLock) (*redislock.Client, error) {
+// lockClient resolves the spec and returns the shared lock client for it,
+// and the connection's config (what of it resolved, on error).
+func (r *RedisLockReconciler) lockClient(ctx context.Context, rl *v1alpha1.RedisLock) (*redislock.Client, redisconn.Config, error) {
 	cfg, err := redisconn.Resolve(ctx, r.APIReader, rl)
 	if err != nil {
-		return nil, err
+		return nil, cfg, err
 	}
 	lc, err := r.clients.get(ctx, client.ObjectKeyFromObject(rl), cfg, redisconn.LockName(rl, r.ClusterID))
 	if err != nil {
-		return nil, err
+		return nil, cfg, err
 	}
 	// The engine checks what the API server's rules cannot: the drift
-	// allowance and whole milliseconds.
+	// allowance, whole milliseconds, and a shared connection's nodeTimeout
+	// against this lock's ttl.
 	if err := lc.CheckTiming(redisconn.Timing(rl)); err != nil {
-		return nil, err
+		return nil, cfg, err
 	}
-	return lc, nil
+	return lc, cfg, nil
 }
 
 // observed records in rl that the reconcile saw its generation through,
@@ -359,7 +369,7 @@ func (r *RedisLockReconciler) finalize(ctx context.Context, rl *v1alpha1.RedisLo
 	if err != nil {
 		return fmt.Errorf("confirm the finalizer: %w", err)
 	}
-	lc, err := r.lockClient(ctx, rl)
+	lc, _, err := r.lockClient(ctx, rl)
 	if err == nil {
 		var rel redislock.Released
 		rel, err = lc.ForceRelease(ctx, redisconn.LockName(rl, r.ClusterID), redisconn.Timing(rl).TTL)
@@ -367,7 +377,7 @@ func (r *RedisLockReconciler) finalize(ctx context.Context, rl *v1alpha1.RedisLo
 			r.Recorder.Eventf(rl, nil, corev1.EventTypeNormal, EventReleasedOnDelete, "Delete", "released lock from holder %q before deletion; grantable again in %v", rel.Identity, rel.Wait.Round(time.Millisecond))
 		}
 	}
-	if err != nil && !errors.Is(err, redisconn.ErrSecret) && !errors.Is(err, redislock.ErrInvalidOptions) {
+	if err != nil && !errors.Is(err, redisconn.ErrSecret) && !errors.Is(err, redisconn.ErrConnection) && !errors.Is(err, redisconn.ErrInvalid) && !errors.Is(err, redislock.ErrInvalidOptions) {
 		// Redis down: retry with backoff rather than leave the key.
 		return fmt.Errorf("release on delete: %w", err)
 	}
@@ -377,7 +387,10 @@ func (r *RedisLockReconciler) finalize(ctx context.Context, rl *v1alpha1.RedisLo
 }
 
 // SetupWithManager registers the controller: it watches RedisLocks, the
-// Secrets they name, and the lock events from Redis.
+// shared connections they name, and the lock events from Redis. It does
+// not watch Secrets: listing them would return their contents, so it only
+// gets the ones a lock names, at each reconcile, and a changed Secret
+// shows at the next resync.
 func (r *RedisLockReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.ClusterID == "" {
 		return errors.New("controllers: ClusterID is empty")
@@ -387,6 +400,9 @@ func (r *RedisLockReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
+	}
+	if r.MaxConcurrentReconciles == 0 {
+		r.MaxConcurrentReconciles = 4
 	}
 	if r.APIReader == nil {
 		r.APIReader = mgr.GetAPIReader()
@@ -400,41 +416,46 @@ func (r *RedisLockReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	})); err != nil {
 		return err
 	}
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.RedisLock{}, secretIndex, secretNames); err != nil {
-		return fmt.Errorf("index secrets: %w", err)
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.RedisLock{}, connectionIndex, connectionOf); err != nil {
+		return fmt.Errorf("index connections: %w", err)
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.RedisLock{}).
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.locksUsingSecret), builder.OnlyMetadata).
+		Watches(&v1alpha1.RedisConnection{}, handler.EnqueueRequestsFromMapFunc(r.locksUsing(v1alpha1.KindRedisConnection))).
+		Watches(&v1alpha1.ClusterRedisConnection{}, handler.EnqueueRequestsFromMapFunc(r.locksUsing(v1alpha1.KindClusterRedisConnection))).
 		WatchesRawSource(source.Channel(changed, &handler.EnqueueRequestForObject{})).
 		Named("redislock").
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
 		Complete(r)
 }
 
-// secretNames lists the Secrets a RedisLock reads.
-func secretNames(o client.Object) []string {
-	c := o.(*v1alpha1.RedisLock).Spec.Redis
-	var names []string
-	for _, ref := range []*v1alpha1.SecretKeyRef{c.UsernameSecretRef, c.PasswordSecretRef} {
-		if ref != nil {
-			names = append(names, ref.Name)
-		}
-	}
-	if c.TLS != nil && c.TLS.CASecretRef != nil {
-		names = append(names, c.TLS.CASecretRef.Name)
-	}
-	return names
-}
-
-func (r *RedisLockReconciler) locksUsingSecret(ctx context.Context, s client.Object) []reconcile.Request {
-	var list v1alpha1.RedisLockList
-	if err := r.List(ctx, &list, client.InNamespace(s.GetNamespace()), client.MatchingFields{secretIndex: s.GetName()}); err != nil {
-		logf.FromContext(ctx).Error(err, "list RedisLocks using Secret", "secret", s.GetName())
+// connectionOf is the connectionIndex value of a RedisLock.
+func connectionOf(o client.Object) []string {
+	ref := o.(*v1alpha1.RedisLock).Spec.ConnectionRef
+	if ref == nil {
 		return nil
 	}
-	reqs := make([]reconcile.Request, len(list.Items))
-	for i := range list.Items {
-		reqs[i] = reconcile.Request{NamespacedName: types.NamespacedName{Namespace: list.Items[i].Namespace, Name: list.Items[i].Name}}
+	kind := ref.Kind
+	if kind == "" {
+		kind = v1alpha1.KindRedisConnection
 	}
-	return reqs
+	return []string{string(kind) + "/" + ref.Name}
+}
+
+// locksUsing maps a connection of kind to the RedisLocks that name it: in
+// its namespace for a RedisConnection, anywhere for a
+// ClusterRedisConnection (whose namespace is "").
+func (r *RedisLockReconciler) locksUsing(kind v1alpha1.ConnectionKind) handler.MapFunc {
+	return func(ctx context.Context, c client.Object) []reconcile.Request {
+		var list v1alpha1.RedisLockList
+		if err := r.List(ctx, &list, client.InNamespace(c.GetNamespace()), client.MatchingFields{connectionIndex: string(kind) + "/" + c.GetName()}); err != nil {
+			logf.FromContext(ctx).Error(err, "list RedisLocks using connection", "kind", kind, "connection", c.GetName())
+			return nil
+		}
+		reqs := make([]reconcile.Request, len(list.Items))
+		for i := range list.Items {
+			reqs[i] = reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])}
+		}
+		return reqs
+	}
 }

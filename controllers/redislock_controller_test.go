@@ -49,7 +49,7 @@ func redisLock(ns, name string, mode v1alpha1.RedisMode, addrs ...string) *v1alp
 	return &v1alpha1.RedisLock{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: v1alpha1.RedisLockSpec{
-			Redis:         v1alpha1.RedisConnectionSpec{Mode: mode, Addrs: addrs},
+			Redis:         &v1alpha1.RedisConnectionSpec{Mode: mode, Addrs: addrs},
 			TTL:           &v1alpha1.Duration{Duration: 2 * time.Second},
 			RenewInterval: &v1alpha1.Duration{Duration: 200 * time.Millisecond},
 			RenewDeadline: &v1alpha1.Duration{Duration: 1200 * time.Millisecond},
@@ -109,7 +109,7 @@ func TestCreateFillsDefaults(t *testing.T) {
 	ns := namespace(t)
 	rl := &v1alpha1.RedisLock{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "minimal"},
-		Spec:       v1alpha1.RedisLockSpec{Redis: v1alpha1.RedisConnectionSpec{Addrs: []string{"redis:6379"}}},
+		Spec:       v1alpha1.RedisLockSpec{Redis: &v1alpha1.RedisConnectionSpec{Addrs: []string{"redis:6379"}}},
 	}
 	create(t, rl)
 	var got v1alpha1.RedisLock
@@ -1048,4 +1048,69 @@ func TestStatusWrittenByUpdateIsTakenOver(t *testing.T) {
 	waitLock(t, rl, 3*resync, "the stale holder cleared", func(got *v1alpha1.RedisLock) bool {
 		return got.Status.HolderIdentity == "" && got.Status.AcquireTime == nil
 	})
+}
+
+// silentServer accepts connections and never answers, as a Redis behind a
+// black-holing network does; it returns its address and how many
+// connections it has accepted. Cleanup closes them.
+func silentServer(t *testing.T) (string, *atomic.Int32) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var accepted atomic.Int32
+	conns := make(chan net.Conn, 64)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			select {
+			case conns <- c:
+			default:
+				_ = c.Close()
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		_ = l.Close()
+		for {
+			select {
+			case c := <-conns:
+				_ = c.Close()
+			default:
+				return
+			}
+		}
+	})
+	return l.Addr().String(), &accepted
+}
+
+// A lock whose Redis takes its whole nodeTimeout to answer (here an hour)
+// holds up one reconcile worker, not the controller: another lock still
+// shows its status.
+func TestALockWhoseRedisNeverAnswersHoldsUpNoOther(t *testing.T) {
+	addr, accepted := silentServer(t)
+	ns := namespace(t)
+	silent := redisLock(ns, "silent", v1alpha1.ModeStandalone, addr)
+	silent.Spec.TTL = &v1alpha1.Duration{Duration: 2 * time.Hour}
+	silent.Spec.RenewInterval, silent.Spec.RenewDeadline = nil, nil
+	silent.Spec.Redis.NodeTimeout = &v1alpha1.Duration{Duration: time.Hour}
+	create(t, silent)
+	waitFor(t, 10*time.Second, "a reconcile of the silent lock connected", func() (bool, any) { return accepted.Load() > 0, accepted.Load() })
+
+	s := redistest.Start(t, redisproc.Options{})
+	healthy := redisLock(ns, "healthy", v1alpha1.ModeStandalone, s.Addr)
+	create(t, healthy)
+	waitLock(t, healthy, 10*time.Second, "Ready while the silent lock's reconcile waits", isCond(v1alpha1.ConditionReady, metav1.ConditionTrue, controllers.ReasonReady))
+	var got v1alpha1.RedisLock
+	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(silent), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.ObservedGeneration != 0 {
+		t.Fatalf("the silent lock's status was written (%+v): its reconcile was to be still waiting", got.Status)
+	}
 }

@@ -20,18 +20,19 @@ const ConditionEvictionSafe = "EvictionSafe"
 
 // Condition reasons.
 const (
-	ReasonReady          = "Ready"
-	ReasonInvalidSpec    = "InvalidSpec"
-	ReasonSecretNotFound = "SecretNotFound"
-	ReasonNoQuorum       = "NoQuorum"
-	ReasonMalformedValue = "MalformedValue"
-	ReasonHeld           = "Held"
-	ReasonFree           = "Free"
-	ReasonUnknown        = "Unknown"
-	ReasonReachable      = "Reachable"
-	ReasonNoExpiry       = "NoExpiry"
-	ReasonNoEviction     = "NoEviction"
-	ReasonEvictionPolicy = "EvictionPolicy"
+	ReasonReady              = "Ready"
+	ReasonInvalidSpec        = "InvalidSpec"
+	ReasonSecretNotFound     = "SecretNotFound"
+	ReasonConnectionNotFound = "ConnectionNotFound"
+	ReasonNoQuorum           = "NoQuorum"
+	ReasonMalformedValue     = "MalformedValue"
+	ReasonHeld               = "Held"
+	ReasonFree               = "Free"
+	ReasonUnknown            = "Unknown"
+	ReasonReachable          = "Reachable"
+	ReasonNoExpiry           = "NoExpiry"
+	ReasonNoEviction         = "NoEviction"
+	ReasonEvictionPolicy     = "EvictionPolicy"
 )
 
 // setCondition sets one condition at the object's generation.
@@ -46,6 +47,8 @@ func reasonFor(err error) string {
 	switch {
 	case errors.Is(err, redisconn.ErrSecret):
 		return ReasonSecretNotFound
+	case errors.Is(err, redisconn.ErrConnection):
+		return ReasonConnectionNotFound
 	case errors.Is(err, redisconn.ErrInvalid), errors.Is(err, redislock.ErrInvalidOptions):
 		return ReasonInvalidSpec
 	case errors.Is(err, redislock.ErrNoQuorum):
@@ -69,12 +72,12 @@ func setUnusable(rl *v1alpha1.RedisLock, err error) {
 // applyHolder folds what Inspect saw (h, err) into the status and reports
 // whether the holder changed. now stamps acquireTime for a new holder;
 // leaderTransitions counts new holders after the first, as a Lease does.
-func applyHolder(rl *v1alpha1.RedisLock, h redislock.Holder, err error, now time.Time) (changed bool) {
+func applyHolder(rl *v1alpha1.RedisLock, cfg redisconn.Config, h redislock.Holder, err error, now time.Time) (changed bool) {
 	st := &rl.Status
 	st.Nodes = nil
-	if rl.Spec.Redis.Mode == v1alpha1.ModeRedlock {
+	if cfg.Mode == v1alpha1.ModeRedlock {
 		for i, n := range h.Nodes {
-			ns := v1alpha1.NodeStatus{Address: rl.Spec.Redis.Addrs[i], Reachable: n.Err == nil}
+			ns := v1alpha1.NodeStatus{Address: cfg.Addrs[i], Reachable: n.Err == nil}
 			if n.Err != nil {
 				ns.Message = n.Err.Error()
 			}

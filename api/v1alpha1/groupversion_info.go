@@ -22,7 +22,7 @@ var (
 )
 
 func addKnownTypes(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion, &RedisLock{}, &RedisLockList{})
+	s.AddKnownTypes(GroupVersion, &RedisLock{}, &RedisLockList{}, &RedisConnection{}, &RedisConnectionList{}, &ClusterRedisConnection{}, &ClusterRedisConnectionList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }

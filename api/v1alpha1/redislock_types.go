@@ -76,7 +76,7 @@ type RedisConnectionSpec struct {
 	// Immutable.
 	// +optional
 	// +kubebuilder:default=Standalone
-	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="mode cannot be changed on a live lock: it decides which servers hold the lock, and candidates already running would go on using the old value, so two could lead at once; create a new RedisLock instead"
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="mode cannot be changed on a live lock: it decides which servers hold the lock, and candidates already running would go on using the old value, so two could lead at once; create a new RedisLock (or connection) instead"
 	Mode RedisMode `json:"mode,omitempty"`
 	// addrs are host:port addresses, without a scheme ("[::1]:6379" for
 	// IPv6): the server (Standalone), each independent server (Redlock),
@@ -91,21 +91,21 @@ type RedisConnectionSpec struct {
 	// +kubebuilder:validation:items:MaxLength=261
 	// +kubebuilder:validation:items:XValidation:rule="self.matches('^([A-Za-z0-9._-]+|[[][0-9A-Fa-f:.]+[]]):[0-9]{1,5}$') && int(self.substring(self.lastIndexOf(':') + 1)) >= 1 && int(self.substring(self.lastIndexOf(':') + 1)) <= 65535",message="each address must be host:port, with a port from 1 to 65535: a DNS name or IPv4 address (redis.redis.svc:6379, 10.0.0.7:6379), or an IPv6 address in brackets ([fd00::7]:6379); no scheme, user or path"
 	// +kubebuilder:validation:XValidation:rule="self.all(a, self.all(b, a == b || a.lowerAscii() != b.lowerAscii()))",messageExpression="'addrs ' + self.filter(x, self.exists(y, x != y && x.lowerAscii() == y.lowerAscii()))[0] + ' and ' + self.filter(b, b != self.filter(x, self.exists(y, x != y && x.lowerAscii() == y.lowerAscii()))[0] && b.lowerAscii() == self.filter(x, self.exists(y, x != y && x.lowerAscii() == y.lowerAscii()))[0].lowerAscii())[0] + ' name the same server: host names are compared without regard to case, so list each server once'"
-	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="addrs cannot be changed on a live lock: they are the servers that hold the lock, and candidates already running would go on using the old value, so two could lead at once; create a new RedisLock instead"
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="addrs cannot be changed on a live lock: they are the servers that hold the lock, and candidates already running would go on using the old value, so two could lead at once; create a new RedisLock (or connection) instead"
 	Addrs []string `json:"addrs"`
 	// masterName is the Sentinel master's name; Sentinel mode only.
 	// Immutable.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
-	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="masterName cannot be changed on a live lock: it names the master that holds the lock, and candidates already running would go on using the old value, so two could lead at once; create a new RedisLock instead"
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="masterName cannot be changed on a live lock: it names the master that holds the lock, and candidates already running would go on using the old value, so two could lead at once; create a new RedisLock (or connection) instead"
 	MasterName string `json:"masterName,omitempty"`
 	// db is the database number; 0 in Cluster mode. Immutable.
 	// +optional
 	// +kubebuilder:default=0
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=15
-	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="db cannot be changed on a live lock: it decides where the lock's key is, and candidates already running would go on using the old value, so two could lead at once; create a new RedisLock instead"
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="db cannot be changed on a live lock: it decides where the lock's key is, and candidates already running would go on using the old value, so two could lead at once; create a new RedisLock (or connection) instead"
 	DB *int32 `json:"db,omitempty"`
 	// usernameSecretRef names the ACL username. Unset: the default user.
 	// +optional
@@ -185,14 +185,23 @@ const (
 // gets one message, its field's.
 // +kubebuilder:validation:XValidation:rule="![self.ttl, self.?renewInterval.orValue('1s'), self.?renewDeadline.orValue('1s')].all(d, d.matches('^((0*[0-9]{1,4}([.][0-9]*)?|[.][0-9]+)h|(0*[0-9]{1,6}([.][0-9]*)?|[.][0-9]+)m|(0*[0-9]{1,8}([.][0-9]*)?|[.][0-9]+)s|(0*[0-9]{1,11}([.][0-9]*)?|[.][0-9]+)ms|(0*[0-9]{1,14}([.][0-9]*)?|[.][0-9]+)(us|µs|μs)|(0*[0-9]{1,17}([.][0-9]*)?|[.][0-9]+)ns)+$') && duration(d) >= duration('1ms') && duration(d) <= duration('8760h')) || (has(self.renewInterval) ? int(duration(self.renewInterval)) : int(duration(self.ttl)) * 2 / 15) < (has(self.renewDeadline) ? int(duration(self.renewDeadline)) : int(duration(self.ttl)) * 2 / 3)",messageExpression="'renewInterval ' + (has(self.renewInterval) ? self.renewInterval : '(unset: 2/15 of ttl ' + self.ttl + ')') + ' must be shorter than renewDeadline ' + (has(self.renewDeadline) ? self.renewDeadline : '(unset: 2/3 of ttl ' + self.ttl + ')')",fieldPath=".renewInterval"
 // +kubebuilder:validation:XValidation:rule="![self.ttl, self.?renewDeadline.orValue('1s')].all(d, d.matches('^((0*[0-9]{1,4}([.][0-9]*)?|[.][0-9]+)h|(0*[0-9]{1,6}([.][0-9]*)?|[.][0-9]+)m|(0*[0-9]{1,8}([.][0-9]*)?|[.][0-9]+)s|(0*[0-9]{1,11}([.][0-9]*)?|[.][0-9]+)ms|(0*[0-9]{1,14}([.][0-9]*)?|[.][0-9]+)(us|µs|μs)|(0*[0-9]{1,17}([.][0-9]*)?|[.][0-9]+)ns)+$') && duration(d) >= duration('1ms') && duration(d) <= duration('8760h')) || (has(self.renewDeadline) ? int(duration(self.renewDeadline)) : int(duration(self.ttl)) * 2 / 3) < int(duration(self.ttl)) - int(duration(self.ttl)) / 100 - 2000000",messageExpression="'renewDeadline ' + (has(self.renewDeadline) ? self.renewDeadline : '(unset: 2/3 of ttl ' + self.ttl + ')') + ' must be shorter than ttl ' + self.ttl + ' less the allowance for clock drift, 1% of ttl + 2ms'",fieldPath=".renewDeadline"
-// +kubebuilder:validation:XValidation:rule="![self.ttl, self.redis.nodeTimeout].all(d, d.matches('^((0*[0-9]{1,4}([.][0-9]*)?|[.][0-9]+)h|(0*[0-9]{1,6}([.][0-9]*)?|[.][0-9]+)m|(0*[0-9]{1,8}([.][0-9]*)?|[.][0-9]+)s|(0*[0-9]{1,11}([.][0-9]*)?|[.][0-9]+)ms|(0*[0-9]{1,14}([.][0-9]*)?|[.][0-9]+)(us|µs|μs)|(0*[0-9]{1,17}([.][0-9]*)?|[.][0-9]+)ns)+$') && duration(d) >= duration('1ms') && duration(d) <= duration('8760h')) || duration(self.redis.nodeTimeout) < duration(self.ttl)",messageExpression="'redis.nodeTimeout ' + self.redis.nodeTimeout + ' must be shorter than ttl ' + self.ttl",fieldPath=".redis.nodeTimeout"
+// +kubebuilder:validation:XValidation:rule="!has(self.redis) || ![self.ttl, self.redis.nodeTimeout].all(d, d.matches('^((0*[0-9]{1,4}([.][0-9]*)?|[.][0-9]+)h|(0*[0-9]{1,6}([.][0-9]*)?|[.][0-9]+)m|(0*[0-9]{1,8}([.][0-9]*)?|[.][0-9]+)s|(0*[0-9]{1,11}([.][0-9]*)?|[.][0-9]+)ms|(0*[0-9]{1,14}([.][0-9]*)?|[.][0-9]+)(us|µs|μs)|(0*[0-9]{1,17}([.][0-9]*)?|[.][0-9]+)ns)+$') && duration(d) >= duration('1ms') && duration(d) <= duration('8760h')) || duration(self.redis.nodeTimeout) < duration(self.ttl)",messageExpression="'redis.nodeTimeout ' + self.redis.nodeTimeout + ' must be shorter than ttl ' + self.ttl",fieldPath=".redis.nodeTimeout"
 // +kubebuilder:validation:XValidation:rule="has(self.lockName) == has(oldSelf.lockName) && (!has(self.lockName) || self.lockName == oldSelf.lockName)",messageExpression="'lockName cannot be changed, set or unset on a live lock (from ' + (has(oldSelf.lockName) ? '\"' + oldSelf.lockName + '\"' : 'unset') + ' to ' + (has(self.lockName) ? '\"' + self.lockName + '\"' : 'unset') + '): it names the key in Redis, and candidates already running would go on using the old value, so two could lead at once; create a new RedisLock instead'",fieldPath=".lockName"
+// +kubebuilder:validation:XValidation:rule="has(self.redis) != has(self.connectionRef)",message="set exactly one of redis (the connection inline) and connectionRef (a RedisConnection or ClusterRedisConnection)"
+// +kubebuilder:validation:XValidation:rule="has(self.connectionRef) == has(oldSelf.connectionRef) && (!has(self.connectionRef) || self.connectionRef == oldSelf.connectionRef)",message="connectionRef cannot be changed, set or unset on a live lock: it decides which servers hold the lock, and candidates already running would go on using the old ones, so two could lead at once; create a new RedisLock instead",fieldPath=".connectionRef"
 // +kubebuilder:validation:XValidation:rule="self.scope != 'Global' || has(self.lockName)",message="scope Global needs lockName: the name under which the candidates of every cluster meet",fieldPath=".lockName"
 // +kubebuilder:validation:XValidation:rule="self.scope == oldSelf.scope",messageExpression="'scope cannot be changed on a live lock (from ' + oldSelf.scope + ' to ' + self.scope + '): it names the key in Redis, and candidates already running would go on using the old one, so two could lead at once; create a new RedisLock instead'",fieldPath=".scope"
 type RedisLockSpec struct {
-	// redis says how to reach the Redis deployment that holds the lock.
-	// +required
-	Redis RedisConnectionSpec `json:"redis"`
+	// redis says how to reach the Redis deployment that holds the lock,
+	// inline; its Secrets are in the RedisLock's namespace. Set exactly
+	// one of redis and connectionRef.
+	// +optional
+	Redis *RedisConnectionSpec `json:"redis,omitempty"`
+	// connectionRef names a shared connection instead: a RedisConnection
+	// in this namespace or a ClusterRedisConnection. Immutable: it can be
+	// neither changed nor set or unset once the object exists.
+	// +optional
+	ConnectionRef *ConnectionRef `json:"connectionRef,omitempty"`
 	// scope says which candidates contend for the lock. Cluster: those of
 	// this cluster only; the lock in Redis is
 	// "<cluster>/<namespace>/<lockName>", <cluster> being the UID of this
@@ -289,6 +298,11 @@ type RedisLockStatus struct {
 	// namespace, with scope Cluster: part of the lock's name in Redis.
 	// +optional
 	ClusterID string `json:"clusterID,omitempty"`
+	// connection is the shared connection the lock uses,
+	// "RedisConnection/<name>" or "ClusterRedisConnection/<name>"; empty
+	// with spec.redis inline.
+	// +optional
+	Connection string `json:"connection,omitempty"`
 	// lockName is the lock's name in Redis; its key is
 	// "redislock:{<lockName>}".
 	// +optional

@@ -25,8 +25,11 @@ import (
 )
 
 // The agent runs as its pod's service account, which needs these in the
-// pod's namespace (the redislock-agent ClusterRole, bound by a RoleBinding).
-// +kubebuilder:rbac:groups=redislock.io,resources=redislocks,verbs=get
+// pod's namespace (the redislock-agent ClusterRole, bound by a RoleBinding),
+// and for a lock on a ClusterRedisConnection, get on it (the
+// redislock-clusterconnection-reader ClusterRole, bound by a
+// ClusterRoleBinding) and on its Secrets in their namespace.
+// +kubebuilder:rbac:groups=redislock.io,resources=redislocks;redisconnections,verbs=get
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups="",resources=pods,verbs=patch
 

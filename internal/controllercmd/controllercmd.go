@@ -73,12 +73,16 @@ func Run(ctx context.Context, args []string) error {
 	leaderRedisLock := fs.String("leader-election-redislock", "", "NAMESPACE/NAME: elect one active controller among replicas with this RedisLock instead of a Lease")
 	kubeconfigPath := kubeconfig.Flag(fs)
 	resync := fs.Duration("resync", 0, "longest time between two inspections of a lock (default 30s)")
+	workers := fs.Int("max-concurrent-reconciles", 4, "how many RedisLocks are reconciled at once: a lock whose Redis is slow to answer holds up one of them for up to its nodeTimeout")
 	var wf webhookFlags
 	wf.bind(fs)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *workers < 1 {
+		return fmt.Errorf("controller: -max-concurrent-reconciles=%d: want 1 or more", *workers)
 	}
 	log := zap.New(zap.UseFlagOptions(&zapOpts))
 	ctrl.SetLogger(log)
@@ -136,7 +140,7 @@ func Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("controller: %w", err)
 	}
-	r := &controllers.RedisLockReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("redislock-controller"), Resync: *resync, ClusterID: clusterID}
+	r := &controllers.RedisLockReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("redislock-controller"), Resync: *resync, ClusterID: clusterID, MaxConcurrentReconciles: *workers}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("controller: setup: %w", err)
 	}

@@ -120,7 +120,7 @@ func namespace(t *testing.T) string {
 	}
 	rl := &v1alpha1.RedisLock{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "lock"},
-		Spec:       v1alpha1.RedisLockSpec{Redis: v1alpha1.RedisConnectionSpec{Addrs: []string{"127.0.0.1:6379"}}},
+		Spec:       v1alpha1.RedisLockSpec{Redis: &v1alpha1.RedisConnectionSpec{Addrs: []string{"127.0.0.1:6379"}}},
 	}
 	if err := k8s.Create(context.Background(), rl); err != nil {
 		t.Fatal(err)

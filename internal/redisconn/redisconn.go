@@ -33,6 +33,9 @@ var (
 	ErrSecret = errors.New("redisconn: secret")
 	// ErrInvalid means the spec breaks a rule the API server cannot check.
 	ErrInvalid = errors.New("redisconn: invalid spec")
+	// ErrConnection means the connection spec.connectionRef names is
+	// missing.
+	ErrConnection = errors.New("redisconn: connection")
 )
 
 // Config is everything needed to reach a RedisLock's Redis deployment.
@@ -51,6 +54,13 @@ type Config struct {
 	// WaitReplicas is redislock.Options.WaitReplicas: spec.redis.waitReplicas,
 	// 1 by default in Sentinel mode, else 0.
 	WaitReplicas int
+	// EvictingNodes is the connection's evictingNodes policy. Not part
+	// of Key: it does not change how Redis is reached.
+	EvictingNodes v1alpha1.EvictingNodes
+	// Connection is the shared connection used, as status.connection
+	// shows it ("RedisConnection/<name>"); empty for spec.redis. Not part
+	// of Key.
+	Connection string
 }
 
 // Timing returns the lock's timing as candidates use it: the spec's, with
@@ -77,27 +87,81 @@ func checkDurations(rl *v1alpha1.RedisLock) error {
 	for _, f := range []struct {
 		name string
 		d    *v1alpha1.Duration
-	}{{"spec.ttl", rl.Spec.TTL}, {"spec.renewInterval", rl.Spec.RenewInterval}, {"spec.renewDeadline", rl.Spec.RenewDeadline}, {"spec.redis.nodeTimeout", rl.Spec.Redis.NodeTimeout}} {
-		if err := f.d.Err(); err != nil {
-			return fmt.Errorf("%w: %s: %w (write it as Go does, such as 15s, 1m30s or 24h)", ErrInvalid, f.name, err)
+	}{{"spec.ttl", rl.Spec.TTL}, {"spec.renewInterval", rl.Spec.RenewInterval}, {"spec.renewDeadline", rl.Spec.RenewDeadline}} {
+		if err := checkDuration(f.name, f.d); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// Resolve reads the Secrets rl names, through r, and returns its Config.
-// Errors wrap ErrSecret or ErrInvalid and name the field at fault.
+func checkDuration(field string, d *v1alpha1.Duration) error {
+	if err := d.Err(); err != nil {
+		return fmt.Errorf("%w: %s: %w (write it as Go does, such as 15s, 1m30s or 24h)", ErrInvalid, field, err)
+	}
+	return nil
+}
+
+// Resolve reads the connection rl uses (spec.redis, or the one
+// spec.connectionRef names) and its Secrets, through r, and returns its
+// Config. Errors wrap ErrSecret, ErrInvalid or ErrConnection and name the
+// object and field at fault.
 func Resolve(ctx context.Context, r client.Reader, rl *v1alpha1.RedisLock) (Config, error) {
 	if err := checkDurations(rl); err != nil {
 		return Config{}, err
 	}
-	return resolveConnection(ctx, r, rl.Namespace, "spec.redis", &rl.Spec.Redis)
+	ref := rl.Spec.ConnectionRef
+	if ref == nil {
+		if rl.Spec.Redis == nil {
+			return Config{}, fmt.Errorf("%w: set spec.redis or spec.connectionRef", ErrInvalid)
+		}
+		return resolveConnection(ctx, r, rl.Namespace, "spec.redis", rl.Spec.Redis)
+	}
+	var (
+		spec  *v1alpha1.RedisConnectionSpec
+		ns    string
+		key   = types.NamespacedName{Name: ref.Name}
+		obj   client.Object
+		named string
+	)
+	kind := ref.Kind
+	if kind == "" {
+		kind = v1alpha1.KindRedisConnection
+	}
+	switch kind {
+	case v1alpha1.KindClusterRedisConnection:
+		c := &v1alpha1.ClusterRedisConnection{}
+		obj, spec, named = c, &c.Spec.RedisConnectionSpec, string(kind)+" "+ref.Name
+	case v1alpha1.KindRedisConnection:
+		c := &v1alpha1.RedisConnection{}
+		key.Namespace, named = rl.Namespace, string(kind)+" "+rl.Namespace+"/"+ref.Name
+		obj, spec = c, &c.Spec
+	default:
+		return Config{}, fmt.Errorf("%w: spec.connectionRef.kind %q: want RedisConnection or ClusterRedisConnection", ErrInvalid, kind)
+	}
+	if err := r.Get(ctx, key, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return Config{}, fmt.Errorf("%w: spec.connectionRef: %s not found", ErrConnection, named)
+		}
+		return Config{}, fmt.Errorf("spec.connectionRef: read %s: %w", named, err)
+	}
+	if c, ok := obj.(*v1alpha1.ClusterRedisConnection); ok {
+		ns = c.Spec.SecretNamespace
+	} else {
+		ns = rl.Namespace
+	}
+	cfg, err := resolveConnection(ctx, r, ns, named+": spec", spec)
+	cfg.Connection = string(kind) + "/" + ref.Name
+	return cfg, err
 }
 
 // resolveConnection returns the Config of connection c, whose Secrets are
 // in namespace ns; field is c's path, for error messages.
 func resolveConnection(ctx context.Context, r client.Reader, ns, field string, c *v1alpha1.RedisConnectionSpec) (Config, error) {
-	cfg := Config{Mode: c.Mode, Addrs: c.Addrs, MasterName: c.MasterName, NodeTimeout: redislock.DefaultNodeTimeout}
+	if err := checkDuration(field+".nodeTimeout", c.NodeTimeout); err != nil {
+		return Config{}, err
+	}
+	cfg := Config{Mode: c.Mode, Addrs: c.Addrs, MasterName: c.MasterName, NodeTimeout: redislock.DefaultNodeTimeout, EvictingNodes: c.EvictingNodes}
 	if cfg.Mode == "" {
 		cfg.Mode = v1alpha1.ModeStandalone
 	}
@@ -136,6 +200,9 @@ func resolveConnection(ctx context.Context, r client.Reader, ns, field string, c
 }
 
 func secretValue(ctx context.Context, r client.Reader, ns, field string, ref *v1alpha1.SecretKeyRef) ([]byte, error) {
+	if ns == "" {
+		return nil, fmt.Errorf("%w: %s names Secret %s, but the connection has no secretNamespace", ErrInvalid, field, ref.Name)
+	}
 	var s corev1.Secret
 	if err := r.Get(ctx, types.NamespacedName{Namespace: ns, Name: ref.Name}, &s); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -232,7 +299,7 @@ func OpenCandidate(ctx context.Context, r client.Reader, ref types.NamespacedNam
 	if c.Client, err = redislock.New(nodes, &o); err == nil {
 		err = c.Client.CheckTiming(c.Timing)
 	}
-	if err == nil && rl.Spec.Redis.EvictingNodes == v1alpha1.EvictingNodesRefuse {
+	if err == nil && cfg.EvictingNodes == v1alpha1.EvictingNodesRefuse {
 		err = c.Client.CheckEviction(ctx)
 	}
 	if err != nil {

@@ -54,7 +54,7 @@ func lockOn(t *testing.T, name, addr string, edit func(*v1alpha1.RedisLock)) typ
 	rl := &v1alpha1.RedisLock{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
 		Spec: v1alpha1.RedisLockSpec{
-			Redis: v1alpha1.RedisConnectionSpec{Mode: v1alpha1.ModeStandalone, Addrs: []string{addr}},
+			Redis: &v1alpha1.RedisConnectionSpec{Mode: v1alpha1.ModeStandalone, Addrs: []string{addr}},
 			TTL:   &v1alpha1.Duration{Duration: 4 * time.Second},
 		},
 	}

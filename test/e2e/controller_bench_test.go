@@ -177,7 +177,7 @@ func benchLocks(t *testing.T, c client.Client, n int, addr string) []*v1alpha1.R
 				Namespace: namespaces[i%benchNamespaces], Name: fmt.Sprintf("lock-%05d", i),
 				Labels: map[string]string{benchLabel: "controller"},
 			},
-			Spec: v1alpha1.RedisLockSpec{Redis: v1alpha1.RedisConnectionSpec{
+			Spec: v1alpha1.RedisLockSpec{Redis: &v1alpha1.RedisConnectionSpec{
 				Addrs:             []string{addr},
 				PasswordSecretRef: &v1alpha1.SecretKeyRef{Name: "redis-auth", Key: "password"},
 			}},

@@ -211,27 +211,31 @@ func TestKustomizeDefaultIsAcceptedByTheAPIServer(t *testing.T) {
 	t.Logf("accepted: %s", strings.Join(kinds, ", "))
 }
 
-// The CRD and RBAC the chart and kustomize install are the generated ones.
+// The CRDs and RBAC the chart and kustomize install are the generated ones.
 func TestInstallManifestsMatchTheGeneratedOnes(t *testing.T) {
-	generated := filepath.Join(repoRoot, "config", "crd", "bases", "redislock.io_redislocks.yaml")
-	want := readObject(t, generated)
-	if got := readObject(t, filepath.Join(chartDir(), "crds", "redislock.io_redislocks.yaml")); !reflect.DeepEqual(got, want) {
-		t.Errorf("charts/redislock/crds differs from %s; run make manifests", generated)
-	}
-	var fromKustomize map[string]any
+	fromKustomize := map[string]map[string]any{}
 	for _, doc := range docs(mustKubectl(t, "kustomize", filepath.Join(repoRoot, "config", "default"))) {
 		if doc["kind"] == "CustomResourceDefinition" {
-			fromKustomize = doc
+			fromKustomize[doc["metadata"].(map[string]any)["name"].(string)] = doc
 		}
 	}
-	if !reflect.DeepEqual(fromKustomize, want) {
-		t.Errorf("the CRD of config/default differs from %s", generated)
+	for _, crd := range []string{"redislocks", "redisconnections", "clusterredisconnections"} {
+		name := crd + ".redislock.io"
+		generated := filepath.Join(repoRoot, "config", "crd", "bases", "redislock.io_"+crd+".yaml")
+		want := readObject(t, generated)
+		if got := readObject(t, filepath.Join(chartDir(), "crds", "redislock.io_"+crd+".yaml")); !reflect.DeepEqual(got, want) {
+			t.Errorf("charts/redislock/crds differs from %s; run make manifests", generated)
+		}
+		if !reflect.DeepEqual(fromKustomize[name], want) {
+			t.Errorf("the CRD %s of config/default differs from %s", name, generated)
+		}
 	}
 	for copied, source := range map[string]string{
-		"rbac.yaml":         filepath.Join("config", "rbac", "role.yaml"),
-		"agent-role.yaml":   filepath.Join("config", "rbac", "agent", "role.yaml"),
-		"agent-policy.yaml": filepath.Join("config", "rbac", "agent", "policy.yaml"),
-		"webhook.yaml":      filepath.Join("config", "webhook", "manifests.yaml"),
+		"rbac.yaml":                     filepath.Join("config", "rbac", "role.yaml"),
+		"agent-role.yaml":               filepath.Join("config", "rbac", "agent", "role.yaml"),
+		"agent-policy.yaml":             filepath.Join("config", "rbac", "agent", "policy.yaml"),
+		"clusterconnection-reader.yaml": filepath.Join("config", "rbac", "agent", "clusterconnection_reader.yaml"),
+		"webhook.yaml":                  filepath.Join("config", "webhook", "manifests.yaml"),
 	} {
 		a, errA := os.ReadFile(filepath.Join(chartDir(), "files", copied))
 		b, errB := os.ReadFile(filepath.Join(repoRoot, source))

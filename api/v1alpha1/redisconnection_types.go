@@ -1,0 +1,110 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ConnectionKind names a kind of shared connection.
+// +kubebuilder:validation:Enum=RedisConnection;ClusterRedisConnection
+type ConnectionKind string
+
+// The connection kinds.
+const (
+	// KindRedisConnection is a RedisConnection in the RedisLock's namespace.
+	KindRedisConnection ConnectionKind = "RedisConnection"
+	// KindClusterRedisConnection is a ClusterRedisConnection.
+	KindClusterRedisConnection ConnectionKind = "ClusterRedisConnection"
+)
+
+// ConnectionRef names the shared connection a RedisLock uses.
+type ConnectionRef struct {
+	// kind is RedisConnection (in the RedisLock's namespace, the default)
+	// or ClusterRedisConnection.
+	// +optional
+	// +kubebuilder:default=RedisConnection
+	Kind ConnectionKind `json:"kind,omitempty"`
+	// name is the connection's name.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// RedisConnection says how to reach one Redis deployment, for the
+// RedisLocks of its namespace that name it in spec.connectionRef, as
+// cert-manager's Issuer serves the Certificates of its namespace. The
+// Secrets it names are in its namespace. Its mode, addrs, masterName and
+// db are immutable: every lock on it lives on those servers, and
+// candidates already running would go on using the old ones.
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:shortName=rconn,categories=all
+// +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.mode`
+// +kubebuilder:printcolumn:name="Addrs",type=string,JSONPath=`.spec.addrs`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type RedisConnection struct {
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the standard object metadata.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	// spec says how to reach Redis.
+	// +required
+	Spec RedisConnectionSpec `json:"spec"`
+}
+
+// RedisConnectionList is a list of RedisConnections.
+// +kubebuilder:object:root=true
+type RedisConnectionList struct {
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the standard list metadata.
+	// +optional
+	metav1.ListMeta `json:"metadata,omitempty"`
+	// items are the RedisConnections.
+	Items []RedisConnection `json:"items"`
+}
+
+// ClusterRedisConnectionSpec is a RedisConnectionSpec whose Secrets are in
+// secretNamespace.
+// +kubebuilder:validation:XValidation:rule="has(self.secretNamespace) || !(has(self.usernameSecretRef) || has(self.passwordSecretRef) || (has(self.tls) && has(self.tls.caSecretRef)))",message="secretNamespace is required when the connection names Secrets: a ClusterRedisConnection belongs to no namespace",fieldPath=".secretNamespace"
+type ClusterRedisConnectionSpec struct {
+	RedisConnectionSpec `json:",inline"`
+	// secretNamespace is the namespace of the Secrets the connection
+	// names. Every candidate of a lock on this connection reads them with
+	// its own service account, so grant get on those Secrets to the
+	// service accounts that may use it. Immutable.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="secretNamespace cannot be changed: create a new ClusterRedisConnection instead"
+	SecretNamespace string `json:"secretNamespace,omitempty"`
+}
+
+// ClusterRedisConnection says how to reach one Redis deployment, for the
+// RedisLocks of every namespace that name it in spec.connectionRef, as
+// cert-manager's ClusterIssuer does for Certificates. Its mode, addrs,
+// masterName and db are immutable, as a RedisConnection's.
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,shortName=crconn
+// +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.mode`
+// +kubebuilder:printcolumn:name="Addrs",type=string,JSONPath=`.spec.addrs`
+// +kubebuilder:printcolumn:name="SecretNamespace",type=string,JSONPath=`.spec.secretNamespace`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type ClusterRedisConnection struct {
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the standard object metadata.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	// spec says how to reach Redis.
+	// +required
+	Spec ClusterRedisConnectionSpec `json:"spec"`
+}
+
+// ClusterRedisConnectionList is a list of ClusterRedisConnections.
+// +kubebuilder:object:root=true
+type ClusterRedisConnectionList struct {
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the standard list metadata.
+	// +optional
+	metav1.ListMeta `json:"metadata,omitempty"`
+	// items are the ClusterRedisConnections.
+	Items []ClusterRedisConnection `json:"items"`
+}
