@@ -1,0 +1,123 @@
+package controllers_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/redislock/redislock/api/v1alpha1"
+	"github.com/redislock/redislock/controllers"
+	"github.com/redislock/redislock/internal/redisproc"
+	"github.com/redislock/redislock/internal/redistest"
+)
+
+// onConnection returns redisLock(ns, name, ...) naming connection kind/name
+// instead of an inline spec.redis.
+func onConnection(ns, name string, kind v1alpha1.ConnectionKind, conn string) *v1alpha1.RedisLock {
+	rl := redisLock(ns, name, v1alpha1.ModeStandalone, "unused:1")
+	rl.Spec.Redis, rl.Spec.ConnectionRef = nil, &v1alpha1.ConnectionRef{Kind: kind, Name: conn}
+	return rl
+}
+
+// A RedisLock on a RedisConnection of its namespace, whose password Secret
+// is there: it waits for the connection (ConnectionNotFound), then shows the
+// holder and which connection it used.
+func TestLockOnRedisConnection(t *testing.T) {
+	s := redistest.Start(t, redisproc.Options{Password: "pw"})
+	ns := namespace(t)
+	rl := onConnection(ns, "shared-1", v1alpha1.KindRedisConnection, "main")
+	create(t, rl)
+	got := waitLock(t, rl, 5*time.Second, "ConnectionNotFound", isCond(v1alpha1.ConditionReady, metav1.ConditionFalse, controllers.ReasonConnectionNotFound))
+	if msg := condition(got, v1alpha1.ConditionReady).Message; !strings.Contains(msg, "RedisConnection "+ns+"/main not found") {
+		t.Fatalf("Ready message %q does not name the missing connection", msg)
+	}
+	create(t,
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "auth"}, Data: map[string][]byte{"password": []byte("pw")}},
+		&v1alpha1.RedisConnection{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "main"}, Spec: v1alpha1.RedisConnectionSpec{
+			Addrs: []string{s.Addr}, PasswordSecretRef: &v1alpha1.SecretKeyRef{Name: "auth", Key: "password"},
+		}})
+	if _, err := holder(t, "pod-a", s).Obtain(context.Background(), lockIn(ns)+"/shared-1", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	got = waitLock(t, rl, 10*time.Second, "the holder, through the connection", func(got *v1alpha1.RedisLock) bool { return got.Status.HolderIdentity == "pod-a" })
+	if got.Status.Connection != "RedisConnection/main" || condition(got, v1alpha1.ConditionReady).Status != metav1.ConditionTrue {
+		t.Fatalf("status %+v; want Ready with connection RedisConnection/main", got.Status)
+	}
+
+	// Another namespace's lock cannot use it: a RedisConnection serves
+	// its own namespace.
+	other := onConnection(namespace(t), "shared-1", v1alpha1.KindRedisConnection, "main")
+	create(t, other)
+	waitLock(t, other, 5*time.Second, "ConnectionNotFound in another namespace", isCond(v1alpha1.ConditionReady, metav1.ConditionFalse, controllers.ReasonConnectionNotFound))
+}
+
+// A ClusterRedisConnection serves locks of any namespace, with its Secrets
+// in its secretNamespace; without secretNamespace the API server refuses a
+// connection that names Secrets.
+func TestLockOnClusterRedisConnection(t *testing.T) {
+	s := redistest.Start(t, redisproc.Options{Password: "pw"})
+	secrets, ns := namespace(t), namespace(t)
+	ctx := context.Background()
+	name := "shared-" + secrets
+	spec := v1alpha1.RedisConnectionSpec{Addrs: []string{s.Addr}, PasswordSecretRef: &v1alpha1.SecretKeyRef{Name: "auth", Key: "password"}}
+	err := k8s.Create(ctx, &v1alpha1.ClusterRedisConnection{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.ClusterRedisConnectionSpec{RedisConnectionSpec: spec}})
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "secretNamespace is required") {
+		t.Fatalf("a ClusterRedisConnection naming Secrets without secretNamespace: %v; want Invalid saying secretNamespace is required", err)
+	}
+	conn := &v1alpha1.ClusterRedisConnection{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.ClusterRedisConnectionSpec{RedisConnectionSpec: spec, SecretNamespace: secrets}}
+	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: secrets, Name: "auth"}, Data: map[string][]byte{"password": []byte("pw")}}, conn)
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), conn) })
+
+	rl := onConnection(ns, "l", v1alpha1.KindClusterRedisConnection, name)
+	create(t, rl)
+	if _, err := holder(t, "pod-b", s).Obtain(ctx, lockIn(ns)+"/l", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	got := waitLock(t, rl, 10*time.Second, "the holder, through the cluster connection", func(got *v1alpha1.RedisLock) bool { return got.Status.HolderIdentity == "pod-b" })
+	if got.Status.Connection != "ClusterRedisConnection/"+name {
+		t.Fatalf("status.connection %q; want ClusterRedisConnection/%s", got.Status.Connection, name)
+	}
+
+	// Its servers cannot change under the locks on it.
+	conn.Spec.Addrs = []string{"127.0.0.1:1"}
+	if err := k8s.Update(ctx, conn); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "addrs cannot be changed") {
+		t.Fatalf("changing a connection's addrs: %v; want Invalid saying addrs cannot be changed", err)
+	}
+}
+
+// A lock names exactly one connection, and keeps it.
+func TestConnectionRefRules(t *testing.T) {
+	ns := namespace(t)
+	ctx := context.Background()
+	both := redisLock(ns, "both", v1alpha1.ModeStandalone, "redis:6379")
+	both.Spec.ConnectionRef = &v1alpha1.ConnectionRef{Name: "main"}
+	if err := k8s.Create(ctx, both); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "set exactly one of redis") {
+		t.Fatalf("redis and connectionRef both set: %v; want Invalid saying set exactly one", err)
+	}
+	rl := onConnection(ns, "keeps", v1alpha1.KindRedisConnection, "main")
+	create(t, rl)
+	for what, edit := range map[string]func(*v1alpha1.RedisLockSpec){
+		"changing connectionRef": func(s *v1alpha1.RedisLockSpec) { s.ConnectionRef.Name = "other" },
+		"replacing connectionRef by spec.redis": func(s *v1alpha1.RedisLockSpec) {
+			s.ConnectionRef, s.Redis = nil, &v1alpha1.RedisConnectionSpec{Addrs: []string{"redis:6379"}}
+		},
+	} {
+		// A patch, not an update: the controller writes the status
+		// meanwhile.
+		var got v1alpha1.RedisLock
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(rl), &got); err != nil {
+			t.Fatal(err)
+		}
+		edited := got.DeepCopy()
+		edit(&edited.Spec)
+		if err := k8s.Patch(ctx, edited, client.MergeFrom(&got)); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "connectionRef cannot be changed") {
+			t.Fatalf("%s: %v; want Invalid saying it cannot be changed", what, err)
+		}
+	}
+}
