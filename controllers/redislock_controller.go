@@ -91,7 +91,8 @@ type RedisLockReconciler struct {
 // +kubebuilder:rbac:groups=redislock.io,resources=redislocks,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=redislock.io,resources=redislocks/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=redislock.io,resources=redislocks/finalizers,verbs=update
-// +kubebuilder:rbac:groups=redislock.io,resources=redisconnections;clusterredisconnections,verbs=get;list;watch
+// +kubebuilder:rbac:groups=redislock.io,resources=redisconnections,verbs=get;list;watch
+// +kubebuilder:rbac:groups=redislock.io,resources=clusterredisconnections,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=namespaces,resourceNames=kube-system,verbs=get

@@ -14,9 +14,11 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -73,6 +75,8 @@ func Run(ctx context.Context, args []string) error {
 	leaderRedisLock := fs.String("leader-election-redislock", "", "NAMESPACE/NAME: elect one active controller among replicas with this RedisLock instead of a Lease")
 	kubeconfigPath := kubeconfig.Flag(fs)
 	resync := fs.Duration("resync", 0, "longest time between two inspections of a lock (default 30s)")
+	watchNamespaces := fs.String("watch-namespaces", "", "comma-separated namespaces whose RedisLocks and RedisConnections the controller reconciles (its RBAC can then be Roles there); default: all")
+	lockClass := fs.String("lock-class", "", "reconcile only the RedisLocks labelled "+controllers.ClassLabel+"=<this>; default: only those without the label, so that several controllers can share a cluster")
 	workers := fs.Int("max-concurrent-reconciles", 4, "how many RedisLocks are reconciled at once: a lock whose Redis is slow to answer holds up one of them for up to its nodeTimeout")
 	var wf webhookFlags
 	wf.bind(fs)
@@ -99,12 +103,21 @@ func Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("controller: %w", err)
 	}
+	cacheOpts, err := cacheOptions(*watchNamespaces, *lockClass)
+	if err != nil {
+		return fmt.Errorf("controller: %w", err)
+	}
 	opts := ctrl.Options{
+		Cache:                  cacheOpts,
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: *metricsAddr},
 		HealthProbeBindAddress: *probeAddr,
 		LeaderElection:         *leaderElect,
 		LeaderElectionID:       *leaderElectionID,
+		// The Lease's namespace: the pod's (the chart and kustomize set
+		// POD_NAMESPACE); empty, controller-runtime reads the in-cluster
+		// service account's.
+		LeaderElectionNamespace: os.Getenv("POD_NAMESPACE"),
 		// The manager exits once its context ends, so a stopping leader
 		// may give the Lease up at once (a rollout then hands over in
 		// about a second, not a LeaseDuration).
@@ -156,6 +169,30 @@ func Run(ctx context.Context, args []string) error {
 		return err
 	}
 	return mgr.Start(ctx)
+}
+
+// cacheOptions limits the manager's cache to the watched namespaces and to
+// the RedisLocks of lockClass.
+func cacheOptions(watchNamespaces, lockClass string) (cache.Options, error) {
+	var o cache.Options
+	for _, ns := range strings.Split(watchNamespaces, ",") {
+		if ns = strings.TrimSpace(ns); ns == "" {
+			continue
+		}
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return o, fmt.Errorf("-watch-namespaces: %q: %s", ns, strings.Join(errs, "; "))
+		}
+		if o.DefaultNamespaces == nil {
+			o.DefaultNamespaces = map[string]cache.Config{}
+		}
+		o.DefaultNamespaces[ns] = cache.Config{}
+	}
+	sel, err := controllers.ClassSelector(lockClass)
+	if err != nil {
+		return o, fmt.Errorf("-lock-class: %w", err)
+	}
+	o.ByObject = map[client.Object]cache.ByObject{&v1alpha1.RedisLock{}: {Label: sel}}
+	return o, nil
 }
 
 // certManager returns the manager of the webhook's certificate with

@@ -36,9 +36,13 @@ func New(c client.Client, o Options) (*Manager, error) {
 	return &Manager{c: c, o: o}, nil
 }
 
-// The Secret lives in the controller's namespace (see controllercmd).
-// +kubebuilder:rbac:groups="",namespace=redislock-system,resources=secrets,verbs=get;create;update
-// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations,verbs=get;update
+// The Secret lives in the controller's namespace (see controllercmd); both
+// it and the webhook configuration are granted by name (create cannot be:
+// the API server does not know the name before the object exists), and the
+// Helm chart renders its own names.
+// +kubebuilder:rbac:groups="",namespace=redislock-system,resources=secrets,verbs=create
+// +kubebuilder:rbac:groups="",namespace=redislock-system,resources=secrets,resourceNames=redislock-webhook-cert,verbs=get;update
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations,resourceNames=redislock-mutating-webhook-configuration,verbs=get;update
 
 // Ensure makes one pass: after it returns nil, the Secret holds a CA and a
 // serving certificate that need no renewal, covering every host and signed

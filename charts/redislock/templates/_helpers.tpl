@@ -36,3 +36,16 @@ app.kubernetes.io/component: controller
 {{- define "redislock.webhookSecret" -}}
 {{- printf "%s-webhook-cert" (include "redislock.fullname" .) -}}
 {{- end -}}
+
+{{- /*
+The namespaces the controller watches, comma-separated; empty: all. With
+leaderElection.mode=redislock the release namespace is one of them, for the
+controller's own RedisLock.
+*/}}
+{{- define "redislock.watchNamespaces" -}}
+{{- $ns := .Values.watchNamespaces -}}
+{{- if and $ns (eq .Values.leaderElection.mode "redislock") (not (has .Release.Namespace $ns)) -}}
+{{- $ns = append $ns .Release.Namespace -}}
+{{- end -}}
+{{- join "," $ns -}}
+{{- end -}}
