@@ -24,10 +24,10 @@ import (
 	"github.com/redislock/redislock/pkg/redislock"
 )
 
-// Sentinel errors. ForRedisLock's errors wrap one of them, a
-// redislock sentinel (ErrInvalidOptions, ErrNoQuorum, ErrEvictionPolicy...)
-// or an API error (a NotFound RedisLock), so that callers can tell them
-// apart with errors.Is.
+// Sentinel errors. ForRedisLock's errors wrap one of them, a redislock
+// sentinel (ErrInvalidOptions, ErrNoQuorum, ErrEvictionPolicy...) or an API
+// error (a NotFound RedisLock), so that callers can tell them apart with
+// errors.Is.
 var (
 	// ErrSecret means a Secret the RedisLock names is missing, or lacks
 	// the key it names.
@@ -35,6 +35,9 @@ var (
 	// ErrInvalidSpec means the RedisLock breaks a rule the API server
 	// cannot check (say, an address that does not parse).
 	ErrInvalidSpec = errors.New("mgrelection: invalid spec")
+	// ErrConnection means the RedisConnection or ClusterRedisConnection
+	// the RedisLock's spec.connectionRef names does not exist.
+	ErrConnection = errors.New("mgrelection: connection")
 )
 
 // public wraps err in the sentinel of this package that stands for the
@@ -45,6 +48,8 @@ func public(err error) error {
 		return fmt.Errorf("%w: %w", ErrSecret, err)
 	case errors.Is(err, redisconn.ErrInvalid):
 		return fmt.Errorf("%w: %w", ErrInvalidSpec, err)
+	case errors.Is(err, redisconn.ErrConnection):
+		return fmt.Errorf("%w: %w", ErrConnection, err)
 	}
 	return fmt.Errorf("mgrelection: %w", err)
 }

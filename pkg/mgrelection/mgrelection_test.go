@@ -91,6 +91,9 @@ func TestForRedisLockErrorsWrapExportedSentinels(t *testing.T) {
 		{"CA that is no certificate", func(rl *v1alpha1.RedisLock) {
 			rl.Spec.Redis.TLS = &v1alpha1.RedisTLS{CASecretRef: &v1alpha1.SecretKeyRef{Name: "not-pem", Key: "ca.crt"}}
 		}, func(err error) bool { return errors.Is(err, mgrelection.ErrInvalidSpec) }, "ErrInvalidSpec"},
+		{"missing connection", func(rl *v1alpha1.RedisLock) {
+			rl.Spec.Redis, rl.Spec.ConnectionRef = nil, &v1alpha1.ConnectionRef{Name: "absent"}
+		}, func(err error) bool { return errors.Is(err, mgrelection.ErrConnection) }, "ErrConnection"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ref := lockOn(t, "errs", "127.0.0.1:1", tc.edit)
