@@ -121,7 +121,7 @@ func TestHelmChartRejectsBadValues(t *testing.T) {
 	}{
 		{[]string{"leaderElection.mode=raft"}, "/leaderElection/mode"},
 		{[]string{"leaderElection.mode=redislock"}, "/redis/addrs"},
-		{[]string{"leaderElection.mode=none"}, "/replicas"},
+		{[]string{"leaderElection.mode=none"}, "leaderElection.mode=none needs replicas=1, not 2: without an election every replica runs the controller"},
 		{[]string{"replicas=0"}, "/replicas"},
 		{[]string{"webhook.certs=vault"}, "/webhook/certs"},
 		{[]string{"webhook.failurePolicy=Sometimes"}, "/webhook/failurePolicy"},
