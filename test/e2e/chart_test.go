@@ -11,7 +11,10 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/redislock/redislock/internal/inject"
 )
 
 // everythingOn sets every value of the chart away from its default (the
@@ -199,8 +202,17 @@ func TestHelmChartDefaults(t *testing.T) {
 	if got := at(ctr, "image"); got != "ghcr.io/redislock/redislock:v0.1.0" {
 		t.Errorf("image %v", got)
 	}
+	// The agent's resources default to the injector's own defaults.
+	agent := inject.DefaultResources()
+	q := func(l corev1.ResourceList, name corev1.ResourceName) string {
+		if v, ok := l[name]; ok {
+			return v.String()
+		}
+		return ""
+	}
 	for _, want := range []string{"-zap-log-level=info", "-agent-image=ghcr.io/redislock/redislock:v0.1.0",
-		"-agent-cpu-request=10m", "-agent-memory-request=32Mi", "-agent-cpu-limit=", "-agent-memory-limit=128Mi"} {
+		"-agent-cpu-request=" + q(agent.Requests, corev1.ResourceCPU), "-agent-memory-request=" + q(agent.Requests, corev1.ResourceMemory),
+		"-agent-cpu-limit=" + q(agent.Limits, corev1.ResourceCPU), "-agent-memory-limit=" + q(agent.Limits, corev1.ResourceMemory)} {
 		if !slices.Contains(at(ctr, "args").([]any), any(want)) {
 			t.Errorf("controller args %v lack %s", at(ctr, "args"), want)
 		}
