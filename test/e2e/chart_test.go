@@ -229,6 +229,18 @@ func TestHelmChartDefaults(t *testing.T) {
 	if got := at(object(t, objs, "ServiceAccount"), "metadata.name"); got != at(pod, "spec.serviceAccountName") {
 		t.Errorf("ServiceAccount %v, pods run as %v", got, at(pod, "spec.serviceAccountName"))
 	}
+	bindings := 0
+	for _, o := range objs {
+		if o["kind"] == "RoleBinding" || o["kind"] == "ClusterRoleBinding" {
+			bindings++
+			if got := at(o, "subjects.0.name"); got != at(pod, "spec.serviceAccountName") {
+				t.Errorf("%s %v binds %v, pods run as %v", o["kind"], at(o, "metadata.name"), got, at(pod, "spec.serviceAccountName"))
+			}
+		}
+	}
+	if bindings == 0 {
+		t.Error("no role bindings rendered")
+	}
 
 	// One replica: no PDB (it would block every drain); the spread stays harmless.
 	if pdb := findKind(render(t, chartDir(), "--set", "replicas=1"), "PodDisruptionBudget"); pdb != nil {
