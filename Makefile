@@ -9,8 +9,9 @@ GOTEST ?= $(GO) test -race -count=1 -timeout=40m
 TOOLS := hack/ensure-tools.sh
 CONTROLLER_GEN = $(shell $(TOOLS) --print controller-gen)
 GOLANGCI_LINT = $(shell $(TOOLS) --print golangci-lint)
+HELM = $(shell $(TOOLS) --print helm)
 
-.PHONY: all demo test bench bench-failover chaos fuzz lint fmt vet redis tools generate manifests verify-generated
+.PHONY: all demo test bench bench-failover chaos fuzz lint fmt vet redis tools generate manifests verify-generated chart
 
 all: test
 
@@ -82,6 +83,13 @@ manifests:
 ## verify-generated: fail if generate or manifests would change the tree.
 verify-generated: generate manifests
 	@out=$$(git status --porcelain -- api config charts); if [ -n "$$out" ]; then echo "generated files are stale; run 'make generate manifests' and commit:"; echo "$$out"; exit 1; fi
+
+## chart: the Helm chart packaged into dist/redislock-<version>.tgz, with the version and
+## appVersion of charts/redislock/Chart.yaml (the appVersion is what `redislock version` prints),
+## so it installs without a clone: helm install redislock dist/redislock-<version>.tgz.
+chart:
+	$(HELM) lint --strict charts/redislock
+	$(HELM) package charts/redislock --destination dist
 
 ## lint: golangci-lint with the pinned version and .golangci.yml.
 lint:

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -53,6 +55,16 @@ const (
 type webhookFlags struct {
 	agentImage, certs, certDir, secret, configuration, hosts string
 	port                                                     int
+	// agentQuantities are the agent's requests and limits, by flag name.
+	agentQuantities []agentQuantity
+}
+
+// agentQuantity is one of the agent's requests or limits, as its flag sets it.
+type agentQuantity struct {
+	flag  string
+	limit bool
+	name  corev1.ResourceName
+	value string
 }
 
 func (w *webhookFlags) bind(fs *flag.FlagSet) {
@@ -63,6 +75,60 @@ func (w *webhookFlags) bind(fs *flag.FlagSet) {
 	fs.StringVar(&w.secret, "webhook-secret", "redislock-webhook-cert", "with -webhook-certs=self: the Secret, in $POD_NAMESPACE, that holds the CA and the certificate")
 	fs.StringVar(&w.configuration, "webhook-configuration", "redislock-mutating-webhook-configuration", "with -webhook-certs=self: the MutatingWebhookConfiguration whose caBundle the controller sets")
 	fs.StringVar(&w.hosts, "webhook-hosts", "", "with -webhook-certs=self: comma-separated names (or IPs) of the certificate; default redislock-webhook-service.$POD_NAMESPACE.svc")
+	defaults := inject.DefaultResources()
+	w.agentQuantities = []agentQuantity{
+		{flag: "agent-cpu-request", name: corev1.ResourceCPU},
+		{flag: "agent-memory-request", name: corev1.ResourceMemory},
+		{flag: "agent-cpu-limit", limit: true, name: corev1.ResourceCPU},
+		{flag: "agent-memory-limit", limit: true, name: corev1.ResourceMemory},
+	}
+	for i := range w.agentQuantities {
+		q := &w.agentQuantities[i]
+		kind, list := "request", defaults.Requests
+		if q.limit {
+			kind, list = "limit", defaults.Limits
+		}
+		var dflt string
+		if v, ok := list[q.name]; ok {
+			dflt = v.String()
+		}
+		fs.StringVar(&q.value, q.flag, dflt, fmt.Sprintf("the injected agent's %s %s (a quantity; empty: none)", q.name, kind))
+	}
+}
+
+// agentResources returns the agent's requests and limits from the flags, or
+// an error naming the flag at fault: a value that is not a quantity, or a
+// request above its limit (which the API server would refuse on every pod
+// the webhook injects).
+func (w *webhookFlags) agentResources() (corev1.ResourceRequirements, error) {
+	var r corev1.ResourceRequirements
+	parsed := make([]resource.Quantity, len(w.agentQuantities))
+	for i, q := range w.agentQuantities {
+		if q.value == "" {
+			continue
+		}
+		v, err := resource.ParseQuantity(q.value)
+		if err != nil || v.Sign() < 0 {
+			return corev1.ResourceRequirements{}, fmt.Errorf("controller: -%s=%q is not a quantity such as 100m or 64Mi", q.flag, q.value)
+		}
+		parsed[i] = v
+		list := &r.Requests
+		if q.limit {
+			list = &r.Limits
+		}
+		if *list == nil {
+			*list = corev1.ResourceList{}
+		}
+		(*list)[q.name] = v
+	}
+	for i, req := range w.agentQuantities {
+		for j, lim := range w.agentQuantities {
+			if !req.limit && lim.limit && req.name == lim.name && req.value != "" && lim.value != "" && parsed[i].Cmp(parsed[j]) > 0 {
+				return corev1.ResourceRequirements{}, fmt.Errorf("controller: -%s=%s is above -%s=%s; a request cannot exceed its limit", req.flag, req.value, lim.flag, lim.value)
+			}
+		}
+	}
+	return r, nil
 }
 
 // Run parses args and runs the controller until ctx ends.
@@ -87,6 +153,10 @@ func Run(ctx context.Context, args []string) error {
 	}
 	if *workers < 1 {
 		return fmt.Errorf("controller: -max-concurrent-reconciles=%d: want 1 or more", *workers)
+	}
+	agentResources, err := wf.agentResources()
+	if err != nil {
+		return err
 	}
 	log := zap.New(zap.UseFlagOptions(&zapOpts))
 	ctrl.SetLogger(log)
@@ -158,7 +228,8 @@ func Run(ctx context.Context, args []string) error {
 		return fmt.Errorf("controller: setup: %w", err)
 	}
 	if wf.agentImage != "" {
-		if err := setupWebhook(mgr, certs, wf.agentImage, clusterID); err != nil {
+		agent := inject.Agent{Image: wf.agentImage, ClusterID: clusterID, Resources: agentResources}
+		if err := setupWebhook(mgr, certs, agent); err != nil {
 			return err
 		}
 	}
@@ -239,10 +310,10 @@ func (w *webhookFlags) certManager(ctx context.Context, cfg *rest.Config, scheme
 	return m, nil
 }
 
-// setupWebhook registers the agent injector, and certs (if any) to keep
+// setupWebhook registers the injector of agent, and certs (if any) to keep
 // the certificate current on every replica.
-func setupWebhook(mgr manager.Manager, certs *webhookcert.Manager, image, clusterID string) error {
-	wh, err := inject.NewWebhook(mgr.GetAPIReader(), mgr.GetScheme(), image, clusterID)
+func setupWebhook(mgr manager.Manager, certs *webhookcert.Manager, agent inject.Agent) error {
+	wh, err := inject.NewWebhook(mgr.GetAPIReader(), mgr.GetScheme(), agent)
 	if err != nil {
 		return fmt.Errorf("controller: %w", err)
 	}

@@ -131,13 +131,35 @@ func Injected(pod *corev1.Pod) bool {
 	return false
 }
 
-// Apply adds the agent with image, told clusterID, to pod, as in: the
+// Agent is the container the webhook injects.
+type Agent struct {
+	// Image is the agent's image, normally the controller's own.
+	Image string
+	// ClusterID is this cluster's identity, given to the agent so that it
+	// needs no read of namespace kube-system.
+	ClusterID string
+	// Resources are the agent container's requests and limits (also those
+	// of the init container that installs it for a wrapped container).
+	Resources corev1.ResourceRequirements
+}
+
+// DefaultResources are the agent's requests and limits unless the
+// controller is told otherwise: a campaigning agent idles at a few MiB and
+// a few millicores.
+func DefaultResources() corev1.ResourceRequirements {
+	return corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
+		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")},
+	}
+}
+
+// Apply adds agent to pod, as in: the
 // sidecar first among the init containers (so it serves before the app
 // starts), or with in.RunContainer the wrapped container instead (see
 // wrap); the shared volume; and in every other app container the volume
 // (read-only), LeaderURLEnv, LeaderFileEnv and IdentityEnv. The caller
 // checks Injected first.
-func Apply(pod *corev1.Pod, in Injection, image, clusterID string) {
+func Apply(pod *corev1.Pod, in Injection, a Agent) {
 	port := intstr.FromInt32(in.Port)
 	probe := func(failures int32) *corev1.Probe {
 		return &corev1.Probe{
@@ -150,11 +172,11 @@ func Apply(pod *corev1.Pod, in Injection, image, clusterID string) {
 	if in.LabelPod {
 		args = append(args, "-label-pod")
 	}
-	args = append(args, "-leader-file="+LeaderFile, "-cluster-id="+clusterID)
+	args = append(args, "-leader-file="+LeaderFile, "-cluster-id="+a.ClusterID)
 	podName := &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}
 	agent := corev1.Container{
 		Name:  ContainerName,
-		Image: image,
+		Image: a.Image,
 		Args:  args,
 		Env: []corev1.EnvVar{
 			{Name: "POD_NAME", ValueFrom: podName},
@@ -164,11 +186,8 @@ func Apply(pod *corev1.Pod, in Injection, image, clusterID string) {
 		RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
 		StartupProbe:  probe(30),
 		LivenessProbe: probe(3),
-		Resources: corev1.ResourceRequirements{
-			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
-			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")},
-		},
-		VolumeMounts: []corev1.VolumeMount{{Name: VolumeName, MountPath: MountPath}},
+		Resources:     *a.Resources.DeepCopy(),
+		VolumeMounts:  []corev1.VolumeMount{{Name: VolumeName, MountPath: MountPath}},
 		SecurityContext: &corev1.SecurityContext{
 			RunAsNonRoot:             ptr.To(true),
 			ReadOnlyRootFilesystem:   ptr.To(true),

@@ -30,25 +30,22 @@ type Webhook struct {
 	// Reader reads RedisLocks. Use an uncached reader (the manager's
 	// APIReader): a pod created right after its RedisLock must find it.
 	Reader client.Reader
-	// Image is the agent's image, normally the controller's own.
-	Image string
-	// ClusterID is this cluster's identity, given to the agent so that it
-	// needs no read of namespace kube-system.
-	ClusterID string
+	// Agent is what the webhook injects.
+	Agent Agent
 
 	decoder admission.Decoder
 }
 
 // NewWebhook returns a Webhook that decodes with scheme (which needs
-// core/v1) and injects image, telling it clusterID.
-func NewWebhook(r client.Reader, scheme *runtime.Scheme, image, clusterID string) (*Webhook, error) {
+// core/v1) and injects agent.
+func NewWebhook(r client.Reader, scheme *runtime.Scheme, agent Agent) (*Webhook, error) {
 	switch {
-	case image == "":
+	case agent.Image == "":
 		return nil, fmt.Errorf("inject: the agent image is empty")
-	case clusterID == "":
+	case agent.ClusterID == "":
 		return nil, fmt.Errorf("inject: the cluster identity is empty")
 	}
-	return &Webhook{Reader: r, Image: image, ClusterID: clusterID, decoder: admission.NewDecoder(scheme)}, nil
+	return &Webhook{Reader: r, Agent: agent, decoder: admission.NewDecoder(scheme)}, nil
 }
 
 // Handle implements admission.Handler.
@@ -74,7 +71,7 @@ func (w *Webhook) Handle(ctx context.Context, req admission.Request) admission.R
 		}
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("inject: get RedisLock %s: %w", ref, err))
 	}
-	Apply(&pod, in, w.Image, w.ClusterID)
+	Apply(&pod, in, w.Agent)
 	mutated, err := json.Marshal(&pod)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("inject: encode pod: %w", err))

@@ -15,6 +15,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -33,6 +34,16 @@ import (
 )
 
 const image = "example.test/redislock:dev"
+
+// agent is what the test webhook injects: resources other than the
+// defaults, so the checks see the configured ones arrive.
+var agent = inject.Agent{
+	Image: image, ClusterID: "test-cluster",
+	Resources: corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("25m"), corev1.ResourceMemory: resource.MustParse("48Mi")},
+		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("96Mi")},
+	},
+}
 
 // k8s talks to the test API server, which calls the webhook installed from
 // config/webhook (envtest points it at the local webhook server).
@@ -85,7 +96,7 @@ func startWebhook(ctx context.Context, cfg *rest.Config, o *envtest.WebhookInsta
 	if err != nil {
 		return nil, err
 	}
-	wh, err := inject.NewWebhook(mgr.GetAPIReader(), scheme, image, "test-cluster")
+	wh, err := inject.NewWebhook(mgr.GetAPIReader(), scheme, agent)
 	if err != nil {
 		return nil, err
 	}
@@ -158,6 +169,9 @@ func checkInjected(t *testing.T, pod *corev1.Pod, in inject.Injection) {
 	a := agents[0]
 	if a.Image != image {
 		t.Errorf("agent image %q, want %q", a.Image, image)
+	}
+	if !equalResources(a.Resources, agent.Resources) {
+		t.Errorf("agent resources %v, want the configured %v", a.Resources, agent.Resources)
 	}
 	if a.RestartPolicy == nil || *a.RestartPolicy != corev1.ContainerRestartPolicyAlways {
 		t.Errorf("agent restartPolicy %v, want Always (a native sidecar)", a.RestartPolicy)
@@ -337,7 +351,7 @@ func TestSecondPassIsIdempotent(t *testing.T) {
 	}
 
 	// The handler itself, called on its own output, returns no patch.
-	wh, err := inject.NewWebhook(k8s, scheme, image, "test-cluster")
+	wh, err := inject.NewWebhook(k8s, scheme, agent)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -454,9 +468,9 @@ func TestRunContainerIsWrappedInTheAgent(t *testing.T) {
 		t.Fatalf("%d init containers, want the installer alone: %+v", n, pod.Spec.InitContainers)
 	}
 	install := pod.Spec.InitContainers[0]
-	if install.Name != inject.ContainerName || install.Image != image || install.RestartPolicy != nil ||
+	if install.Name != inject.ContainerName || install.Image != image || install.RestartPolicy != nil || !equalResources(install.Resources, agent.Resources) ||
 		!slices.Equal(install.Args, []string{"agent-install", inject.BinPath}) {
-		t.Fatalf("init container %+v; want the agent image installing its binary at %s, run once", install, inject.BinPath)
+		t.Fatalf("init container %+v; want the agent image, with its resources, installing its binary at %s, run once", install, inject.BinPath)
 	}
 	app := pod.Spec.Containers[0]
 	want := []string{inject.BinPath, "agent", "-lock=lock", fmt.Sprintf("-http-address=:%d", inject.DefaultPort), "-label-pod",
@@ -481,4 +495,13 @@ func TestRunContainerIsWrappedInTheAgent(t *testing.T) {
 	if !slices.ContainsFunc(helper.Env, func(e corev1.EnvVar) bool { return e.Name == inject.LeaderURLEnv }) {
 		t.Errorf("helper env %+v lacks %s", helper.Env, inject.LeaderURLEnv)
 	}
+}
+
+// equalResources compares requests and limits by quantity (the API server
+// may write a quantity back in another form).
+func equalResources(a, b corev1.ResourceRequirements) bool {
+	eq := func(x, y corev1.ResourceList) bool {
+		return maps.EqualFunc(x, y, func(p, q resource.Quantity) bool { return p.Cmp(q) == 0 })
+	}
+	return eq(a.Requests, b.Requests) && eq(a.Limits, b.Limits)
 }

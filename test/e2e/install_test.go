@@ -76,21 +76,8 @@ func TestHelmLintIsClean(t *testing.T) {
 func TestHelmChartIsAcceptedByTheAPIServer(t *testing.T) {
 	installThirdPartyCRDs(t)
 	cases := map[string][]string{
-		"defaults": nil,
-		"everything on": {
-			"--set", "replicas=3",
-			"--set", "image.repository=registry.example/redislock", "--set", "image.tag=v9.9.9", "--set", "image.pullPolicy=Always",
-			"--set", "leaderElection.mode=redislock",
-			"--set", "redis.mode=Sentinel", "--set", "redis.addrs={sentinel-0.redis:26379,sentinel-1.redis:26379,sentinel-2.redis:26379}",
-			"--set", "redis.masterName=mymaster", "--set", "redis.existingSecret=redis-auth",
-			"--set", "webhook.certs=cert-manager", "--set", "webhook.failurePolicy=Fail", "--set", "webhook.port=10250",
-			"--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.serviceMonitor.labels.release=prom",
-			"--set", "nodeSelector.kubernetes\\.io/os=linux",
-			"--set", "tolerations[0].key=dedicated", "--set", "tolerations[0].operator=Exists",
-			"--set", "affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight=100",
-			"--set", "affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].podAffinityTerm.topologyKey=kubernetes.io/hostname",
-			"--set", "resources.requests.cpu=100m",
-		},
+		"defaults":                nil,
+		"everything on":           everythingOn,
 		"no webhook, no election": {"--set", "webhook.enabled=false", "--set", "leaderElection.mode=none", "--set", "replicas=1"},
 	}
 	for name, values := range cases {
@@ -122,7 +109,7 @@ func TestHelmChartRejectsBadValues(t *testing.T) {
 	}{
 		{[]string{"leaderElection.mode=raft"}, "/leaderElection/mode"},
 		{[]string{"leaderElection.mode=redislock"}, "/redis/addrs"},
-		{[]string{"leaderElection.mode=none"}, "/replicas"},
+		{[]string{"leaderElection.mode=none"}, "leaderElection.mode=none needs replicas=1, not 2: without an election every replica runs the controller"},
 		{[]string{"replicas=0"}, "/replicas"},
 		{[]string{"webhook.certs=vault"}, "/webhook/certs"},
 		{[]string{"webhook.failurePolicy=Sometimes"}, "/webhook/failurePolicy"},
@@ -137,6 +124,32 @@ func TestHelmChartRejectsBadValues(t *testing.T) {
 		{[]string{"webhook.certManager.issuerRef.kind=ClusterIssuer"}, "missing property 'name'"},
 		{[]string{"metrics.port=8081"}, "/metrics/port"},
 		{[]string{"replica=2"}, "additional properties 'replica' not allowed"},
+		{[]string{"nameOverride=Redis_Lock"}, "/nameOverride"},
+		{[]string{"fullnameOverride=" + strings.Repeat("x", 51)}, "/fullnameOverride"},
+		{[]string{"image.digest=latest"}, "/image/digest"},
+		{[]string{"imagePullSecrets[0].nam=regcred"}, "/imagePullSecrets/0': missing property 'name'"},
+		{[]string{"logLevel=verbose"}, "/logLevel"},
+		{[]string{"logLevel=0"}, "/logLevel"},
+		{[]string{"extraArgs={resync=1m}"}, "/extraArgs/0"},
+		{[]string{"serviceAccount.name=Bad_Name"}, "/serviceAccount/name"},
+		{[]string{"serviceAccount.create=maybe"}, "/serviceAccount/create"},
+		{[]string{"podLabels.app\\.kubernetes\\.io/name=other"}, "/podLabels"},
+		{[]string{"podAnnotations.a=1"}, "/podAnnotations/a"},
+		{[]string{"priorityClassName=1"}, "/priorityClassName"},
+		{[]string{"securityContext.privileged=yes"}, "/securityContext/privileged"},
+		{[]string{"securityContext.runAsUsr=1"}, "additional properties 'runAsUsr' not allowed"},
+		{[]string{"podSecurityContext.fsGroup=-1"}, "/podSecurityContext/fsGroup"},
+		{[]string{"topologySpreadConstraints[0].whenUnsatisfiable=Never"}, "/topologySpreadConstraints/0/whenUnsatisfiable"},
+		{[]string{"topologySpreadConstraints[0].maxSkew=0"}, "/topologySpreadConstraints/0/maxSkew"},
+		{[]string{"podDisruptionBudget.maxUnavailable=0"}, "/podDisruptionBudget/maxUnavailable"},
+		{[]string{"podDisruptionBudget.maxUnavailable=150%"}, "/podDisruptionBudget/maxUnavailable"},
+		{[]string{"webhook.timeoutSeconds=31"}, "/webhook/timeoutSeconds"},
+		{[]string{"webhook.namespaceSelector.matchExpressions[0].key=env", "webhook.namespaceSelector.matchExpressions[0].operator=Within"}, "/webhook/namespaceSelector/matchExpressions/0/operator"},
+		{[]string{"webhook.objectSelector.matchLabel.app=x"}, "additional properties 'matchLabel' not allowed"},
+		{[]string{"agent.image.digest=abc"}, "/agent/image/digest"},
+		{[]string{"agent.resources.limits.memory=lots"}, "/agent/resources/limits/memory"},
+		{[]string{"agent.resources.requests.gpu=1"}, "additional properties 'gpu' not allowed"},
+		{[]string{"leaderElection.mode=none", "replicas=3"}, "leaderElection.mode=none needs replicas=1, not 3"},
 	}
 	for _, tc := range cases {
 		args := []string{"template", "rl", chartDir()}

@@ -35,22 +35,34 @@ func TestControllerIssuesWebhookCertificateAndInjects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	injected := func(pod string) {
+	injected := func(pod string) corev1.Container {
 		t.Helper()
-		if _, err := testenv.CreateInjectedPod(context.Background(), k8s, &corev1.Pod{
+		agent, err := testenv.CreateInjectedPod(context.Background(), k8s, &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pod, Annotations: map[string]string{inject.LockAnnotation: "worker"}},
 			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.test/app:1"}}},
-		}, 30*time.Second); err != nil {
+		}, 30*time.Second)
+		if err != nil {
 			t.Fatal(err)
 		}
+		return agent
 	}
-	injected("app-1")
+	defaults, first := inject.DefaultResources(), injected("app-1")
+	if got, want := first.Resources.Limits.Memory().String(), defaults.Limits.Memory().String(); got != want {
+		t.Errorf("agent memory limit %s, want the default %s", got, want)
+	}
 
 	if err := ctrl.Stop(30 * time.Second); err != nil {
 		t.Fatalf("controller after SIGTERM: %v", err)
 	}
-	startController(t, env, args...)
-	injected("app-2")
+	// Restarted with resource flags, which reach the agents it injects.
+	startController(t, env, append(args, "-agent-memory-limit=96Mi", "-agent-cpu-request=")...)
+	agent := injected("app-2")
+	if got := agent.Resources.Limits.Memory().String(); got != "96Mi" {
+		t.Errorf("agent memory limit %s, want -agent-memory-limit's 96Mi", got)
+	}
+	if _, set := agent.Resources.Requests[corev1.ResourceCPU]; set {
+		t.Errorf("agent cpu request %v, want none (-agent-cpu-request empty)", agent.Resources.Requests)
+	}
 	if again := mustKubectl(t, "get", "secret", "-n", ns, "redislock-webhook-cert", "-o", "jsonpath={.data.tls\\.crt}"); again != cert {
 		t.Errorf("a restarted controller issued a new certificate instead of reusing the stored one")
 	}

@@ -1,28 +1,69 @@
-{{/* The release's base name, at most 50 characters so suffixes fit in 63. */}}
+{{/* The chart's name: nameOverride, else redislock. */}}
+{{- define "redislock.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 50 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/*
+The release's base name, at most 50 characters so suffixes fit in 63:
+fullnameOverride, else the release name if it contains the chart's name,
+else <release>-<name>.
+*/}}
 {{- define "redislock.fullname" -}}
-{{- if contains "redislock" .Release.Name -}}
+{{- $name := include "redislock.name" . -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 50 | trimSuffix "-" -}}
+{{- else if contains $name .Release.Name -}}
 {{- .Release.Name | trunc 50 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-redislock" .Release.Name | trunc 50 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 50 | trimSuffix "-" -}}
 {{- end -}}
 {{- end -}}
 
 {{- define "redislock.labels" -}}
-app.kubernetes.io/name: redislock
-app.kubernetes.io/instance: {{ .Release.Name }}
+{{ include "redislock.selectorLabels" . }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
 
-{{- define "redislock.selector" -}}
-app.kubernetes.io/name: redislock
+{{/* The labels that stay the same across upgrades: what selectors use. */}}
+{{- define "redislock.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "redislock.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{/* The controller's pods. */}}
+{{- define "redislock.selector" -}}
+{{ include "redislock.selectorLabels" . }}
 app.kubernetes.io/component: controller
 {{- end -}}
 
+{{/* The controller's service account: serviceAccount.name, else <fullname>-controller. */}}
+{{- define "redislock.serviceAccountName" -}}
+{{- default (printf "%s-controller" (include "redislock.fullname" .)) .Values.serviceAccount.name -}}
+{{- end -}}
+
+{{/* repository@digest with image.digest, else repository:tag (tag defaults to appVersion). */}}
 {{- define "redislock.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The injected agent's image: the controller's, unless agent.image sets a part;
+then the parts it leaves empty come from image (but not image.digest).
+*/}}
+{{- define "redislock.agentImage" -}}
+{{- $a := .Values.agent.image -}}
+{{- if or $a.repository $a.tag $a.digest -}}
+{{- $image := dict "repository" (default .Values.image.repository $a.repository) "tag" (default .Values.image.tag $a.tag) "digest" $a.digest -}}
+{{- include "redislock.image" (dict "Values" (dict "image" $image) "Chart" .Chart) -}}
+{{- else -}}
+{{- include "redislock.image" . -}}
+{{- end -}}
 {{- end -}}
 
 {{- define "redislock.webhookService" -}}
@@ -48,4 +89,13 @@ controller's own RedisLock.
 {{- $ns = append $ns .Release.Namespace -}}
 {{- end -}}
 {{- join "," $ns -}}
+{{- end -}}
+
+{{/*
+Rules across values that the schema cannot explain: fail with the reason.
+*/}}
+{{- define "redislock.validate" -}}
+{{- if and (eq .Values.leaderElection.mode "none") (gt (int .Values.replicas) 1) -}}
+{{- fail (printf "leaderElection.mode=none needs replicas=1, not %v: without an election every replica runs the controller, so several would reconcile each RedisLock at once; set replicas=1, or leaderElection.mode=lease or redislock" .Values.replicas) -}}
+{{- end -}}
 {{- end -}}

@@ -1,0 +1,414 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/redislock/redislock/internal/inject"
+)
+
+// everythingOn sets every value of the chart away from its default (the
+// dry run checks the API server takes the result, TestHelmChartRendersEveryValue
+// that each lands where it should).
+var everythingOn = []string{
+	"--set", "replicas=3",
+	"--set", "nameOverride=rlk", "--set", "fullnameOverride=platform-rlk",
+	"--set", "image.repository=registry.example/redislock", "--set", "image.tag=v9.9.9", "--set", "image.pullPolicy=Always",
+	"--set", "image.digest=sha256:" + strings.Repeat("ab", 32),
+	"--set", "imagePullSecrets[0].name=regcred",
+	"--set", "leaderElection.mode=redislock",
+	"--set", "redis.mode=Sentinel", "--set", "redis.addrs={sentinel-0.redis:26379,sentinel-1.redis:26379,sentinel-2.redis:26379}",
+	"--set", "redis.masterName=mymaster", "--set", "redis.existingSecret=redis-auth",
+	"--set", "webhook.certs=cert-manager", "--set", "webhook.failurePolicy=Fail", "--set", "webhook.port=10250",
+	"--set", "webhook.timeoutSeconds=12",
+	"--set", "webhook.namespaceSelector.matchLabels.team=payments",
+	"--set", "webhook.namespaceSelector.matchExpressions[0].key=env", "--set", "webhook.namespaceSelector.matchExpressions[0].operator=In",
+	"--set", "webhook.namespaceSelector.matchExpressions[0].values={prod,staging}",
+	"--set", "webhook.objectSelector.matchLabels.redislock\\.io/inject=enabled",
+	"--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.serviceMonitor.labels.release=prom",
+	"--set", "nodeSelector.kubernetes\\.io/os=linux",
+	"--set", "tolerations[0].key=dedicated", "--set", "tolerations[0].operator=Exists",
+	"--set", "affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight=100",
+	"--set", "affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].podAffinityTerm.topologyKey=kubernetes.io/hostname",
+	"--set", "resources.requests.cpu=100m",
+	"--set", "topologySpreadConstraints[0].maxSkew=2", "--set", "topologySpreadConstraints[0].topologyKey=topology.kubernetes.io/zone",
+	"--set", "topologySpreadConstraints[0].whenUnsatisfiable=DoNotSchedule",
+	"--set", "podDisruptionBudget.maxUnavailable=34%",
+	"--set", "podAnnotations.example\\.com/team=platform", "--set", "podLabels.team=platform",
+	"--set", "priorityClassName=system-cluster-critical",
+	"--set", "serviceAccount.name=redislock-sa", "--set", "serviceAccount.annotations.example\\.com/role=redislock",
+	"--set", "logLevel=debug", "--set", "extraArgs={-resync=1m}", "--set", "lockClass=blue",
+	"--set", "podSecurityContext.runAsUser=65532", "--set", "podSecurityContext.fsGroup=65532",
+	"--set", "securityContext.runAsUser=65532", "--set", "securityContext.readOnlyRootFilesystem=null",
+	"--set", "agent.image.repository=registry.example/agent", "--set", "agent.image.tag=v9.9.8",
+	"--set", "agent.resources.requests.cpu=20m", "--set", "agent.resources.requests.memory=48Mi",
+	"--set", "agent.resources.limits.cpu=200m", "--set", "agent.resources.limits.memory=96Mi",
+}
+
+// render runs helm template of chart in namespace "ops" and returns its objects.
+func render(t *testing.T, chart string, values ...string) []map[string]any {
+	t.Helper()
+	out, err := helm(t, append([]string{"template", "rl", chart, "-n", "ops"}, values...)...)
+	if err != nil {
+		t.Fatalf("helm template: %v\n%s", err, out)
+	}
+	return docs(out)
+}
+
+// object returns the rendered object of kind, failing the test without one.
+func object(t *testing.T, objs []map[string]any, kind string) map[string]any {
+	t.Helper()
+	if o := findKind(objs, kind); o != nil {
+		return o
+	}
+	t.Fatalf("no %s rendered", kind)
+	return nil
+}
+
+func findKind(objs []map[string]any, kind string) map[string]any {
+	for _, o := range objs {
+		if o["kind"] == kind {
+			return o
+		}
+	}
+	return nil
+}
+
+// at returns the value at a dotted path of obj ("spec.containers.0.args");
+// a key may hold dots when quoted in brackets ("labels[app.kubernetes.io/name]").
+func at(obj any, path string) any {
+	for _, key := range pathKeys.FindAllString(path, -1) {
+		key = strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(key, "."), "["), "]")
+		switch o := obj.(type) {
+		case map[string]any:
+			obj = o[key]
+		case []any:
+			i, err := strconv.Atoi(key)
+			if err != nil || i >= len(o) {
+				return nil
+			}
+			obj = o[i]
+		default:
+			return nil
+		}
+	}
+	return obj
+}
+
+var pathKeys = regexp.MustCompile(`\[[^\]]+\]|\.?[^.\[]+`)
+
+// asYAML shows a value in failure messages.
+func asYAML(v any) string {
+	b, _ := yaml.Marshal(v)
+	return strings.TrimSpace(string(b))
+}
+
+// Every value the chart takes lands where it should (the dry run in
+// TestHelmChartIsAcceptedByTheAPIServer checks the API server takes it).
+func TestHelmChartRendersEveryValue(t *testing.T) {
+	objs := render(t, chartDir(), everythingOn...)
+	dep := object(t, objs, "Deployment")
+	pod := at(dep, "spec.template").(map[string]any)
+	ctr := at(pod, "spec.containers.0")
+	args := fmt.Sprint(at(ctr, "args"))
+	digest := "sha256:" + strings.Repeat("ab", 32)
+	for _, c := range []struct {
+		what string
+		got  any
+		want any
+	}{
+		{"fullnameOverride names the Deployment", at(dep, "metadata.name"), "platform-rlk-controller"},
+		{"nameOverride is the name label", at(dep, "metadata.labels[app.kubernetes.io/name]"), "rlk"},
+		{"image.digest pins the image", at(ctr, "image"), "registry.example/redislock@" + digest},
+		{"imagePullSecrets", at(pod, "spec.imagePullSecrets"), []any{map[string]any{"name": "regcred"}}},
+		{"podAnnotations", at(pod, "metadata.annotations[example.com/team]"), "platform"},
+		{"podLabels", at(pod, "metadata.labels.team"), "platform"},
+		{"podLabels keep the selector's", at(pod, "metadata.labels[app.kubernetes.io/component]"), "controller"},
+		{"priorityClassName", at(pod, "spec.priorityClassName"), "system-cluster-critical"},
+		{"serviceAccount.name", at(pod, "spec.serviceAccountName"), "redislock-sa"},
+		{"the ServiceAccount", at(object(t, objs, "ServiceAccount"), "metadata.name"), "redislock-sa"},
+		{"lockClass", strings.Contains(args, "-lock-class=blue"), true},
+		{"the ClusterRoleBinding binds serviceAccount.name", at(object(t, objs, "ClusterRoleBinding"), "subjects.0.name"), "redislock-sa"},
+		{"serviceAccount.annotations", at(object(t, objs, "ServiceAccount"), "metadata.annotations[example.com/role]"), "redislock"},
+		{"podSecurityContext merges into the default", at(pod, "spec.securityContext"), map[string]any{
+			"runAsNonRoot": true, "seccompProfile": map[string]any{"type": "RuntimeDefault"}, "runAsUser": float64(65532), "fsGroup": float64(65532)}},
+		{"securityContext merges into the default, null drops a key", at(ctr, "securityContext"), map[string]any{
+			"allowPrivilegeEscalation": false, "runAsNonRoot": true, "capabilities": map[string]any{"drop": []any{"ALL"}}, "runAsUser": float64(65532)}},
+		{"topologySpreadConstraints, with the pods' selector added", at(pod, "spec.topologySpreadConstraints"), []any{map[string]any{
+			"maxSkew": float64(2), "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
+			"labelSelector": map[string]any{"matchLabels": map[string]any{"app.kubernetes.io/name": "rlk", "app.kubernetes.io/instance": "rl", "app.kubernetes.io/component": "controller"}}}}},
+		{"podDisruptionBudget.maxUnavailable", at(object(t, objs, "PodDisruptionBudget"), "spec.maxUnavailable"), "34%"},
+	} {
+		if !reflect.DeepEqual(c.got, c.want) {
+			t.Errorf("%s: got\n%s\nwant\n%s", c.what, asYAML(c.got), asYAML(c.want))
+		}
+	}
+	for _, want := range []string{
+		"-zap-log-level=debug", "-resync=1m",
+		"-agent-image=registry.example/agent:v9.9.8",
+		"-agent-cpu-request=20m", "-agent-memory-request=48Mi", "-agent-cpu-limit=200m", "-agent-memory-limit=96Mi",
+		"-webhook-configuration=platform-rlk-injector",
+	} {
+		if !slices.Contains(at(ctr, "args").([]any), any(want)) {
+			t.Errorf("controller args %s lack %s", args, want)
+		}
+	}
+	wh := at(object(t, objs, "MutatingWebhookConfiguration"), "webhooks.0")
+	for _, c := range []struct {
+		what      string
+		got, want any
+	}{
+		{"webhook.timeoutSeconds", at(wh, "timeoutSeconds"), float64(12)},
+		{"webhook.namespaceSelector, ANDed with the exclusions", at(wh, "namespaceSelector"), map[string]any{
+			"matchLabels": map[string]any{"team": "payments"},
+			"matchExpressions": []any{
+				map[string]any{"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": []any{"kube-system", "kube-node-lease", "ops"}},
+				map[string]any{"key": "env", "operator": "In", "values": []any{"prod", "staging"}},
+			}}},
+		{"webhook.objectSelector", at(wh, "objectSelector"), map[string]any{"matchLabels": map[string]any{"redislock.io/inject": "enabled"}}},
+	} {
+		if !reflect.DeepEqual(c.got, c.want) {
+			t.Errorf("%s: got\n%s\nwant\n%s", c.what, asYAML(c.got), asYAML(c.want))
+		}
+	}
+}
+
+// The defaults: the spread over nodes that a one-node cluster still
+// schedules, a PDB with two replicas, the agent with the injector's
+// defaults, and no knob rendered that was not asked for.
+func TestHelmChartDefaults(t *testing.T) {
+	objs := render(t, chartDir())
+	dep := object(t, objs, "Deployment")
+	pod := at(dep, "spec.template").(map[string]any)
+	ctr := at(pod, "spec.containers.0")
+	selector := at(dep, "spec.selector.matchLabels")
+	spread := []any{map[string]any{"maxSkew": float64(1), "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "ScheduleAnyway",
+		"labelSelector": map[string]any{"matchLabels": selector}}}
+	if got := at(pod, "spec.topologySpreadConstraints"); !reflect.DeepEqual(got, spread) {
+		t.Errorf("topologySpreadConstraints:\n%s\nwant\n%s", asYAML(got), asYAML(spread))
+	}
+	pdb := object(t, objs, "PodDisruptionBudget")
+	if got := at(pdb, "spec"); !reflect.DeepEqual(got, map[string]any{"maxUnavailable": float64(1), "selector": map[string]any{"matchLabels": selector}}) {
+		t.Errorf("PodDisruptionBudget spec:\n%s", asYAML(got))
+	}
+	if got := at(ctr, "image"); got != "ghcr.io/redislock/redislock:v0.1.0" {
+		t.Errorf("image %v", got)
+	}
+	// The agent's resources default to the injector's own defaults.
+	agent := inject.DefaultResources()
+	q := func(l corev1.ResourceList, name corev1.ResourceName) string {
+		if v, ok := l[name]; ok {
+			return v.String()
+		}
+		return ""
+	}
+	for _, want := range []string{"-zap-log-level=info", "-agent-image=ghcr.io/redislock/redislock:v0.1.0",
+		"-agent-cpu-request=" + q(agent.Requests, corev1.ResourceCPU), "-agent-memory-request=" + q(agent.Requests, corev1.ResourceMemory),
+		"-agent-cpu-limit=" + q(agent.Limits, corev1.ResourceCPU), "-agent-memory-limit=" + q(agent.Limits, corev1.ResourceMemory)} {
+		if !slices.Contains(at(ctr, "args").([]any), any(want)) {
+			t.Errorf("controller args %v lack %s", at(ctr, "args"), want)
+		}
+	}
+	for _, path := range []string{"spec.imagePullSecrets", "spec.priorityClassName", "metadata.annotations"} {
+		if v := at(pod, path); v != nil {
+			t.Errorf("%s rendered by default: %s", path, asYAML(v))
+		}
+	}
+	wh := at(object(t, objs, "MutatingWebhookConfiguration"), "webhooks.0")
+	if at(wh, "objectSelector") != nil || at(wh, "namespaceSelector.matchLabels") != nil || at(wh, "timeoutSeconds") != float64(5) {
+		t.Errorf("webhook defaults: %s", asYAML(wh))
+	}
+	if got := at(object(t, objs, "ServiceAccount"), "metadata.name"); got != at(pod, "spec.serviceAccountName") {
+		t.Errorf("ServiceAccount %v, pods run as %v", got, at(pod, "spec.serviceAccountName"))
+	}
+	bindings := 0
+	for _, o := range objs {
+		if o["kind"] == "RoleBinding" || o["kind"] == "ClusterRoleBinding" {
+			bindings++
+			if got := at(o, "subjects.0.name"); got != at(pod, "spec.serviceAccountName") {
+				t.Errorf("%s %v binds %v, pods run as %v", o["kind"], at(o, "metadata.name"), got, at(pod, "spec.serviceAccountName"))
+			}
+		}
+	}
+	if bindings == 0 {
+		t.Error("no role bindings rendered")
+	}
+
+	// One replica: no PDB (it would block every drain); the spread stays harmless.
+	if pdb := findKind(render(t, chartDir(), "--set", "replicas=1"), "PodDisruptionBudget"); pdb != nil {
+		t.Errorf("a PodDisruptionBudget with one replica:\n%s", asYAML(pdb))
+	}
+	if pdb := findKind(render(t, chartDir(), "--set", "podDisruptionBudget.enabled=false"), "PodDisruptionBudget"); pdb != nil {
+		t.Errorf("a PodDisruptionBudget with podDisruptionBudget.enabled=false")
+	}
+	none := render(t, chartDir(), "--set", "topologySpreadConstraints=null", "--set", "serviceAccount.create=false")
+	if v := at(object(t, none, "Deployment"), "spec.template.spec.topologySpreadConstraints"); v != nil {
+		t.Errorf("topologySpreadConstraints=null still renders %s", asYAML(v))
+	}
+	if sa := findKind(none, "ServiceAccount"); sa != nil {
+		t.Errorf("serviceAccount.create=false still renders %v", at(sa, "metadata.name"))
+	}
+	// A digest alone pins the controller's image, which the agent follows.
+	args := at(object(t, render(t, chartDir(), "--set", "image.digest=sha256:"+strings.Repeat("0f", 32)), "Deployment"), "spec.template.spec.containers.0.args").([]any)
+	if want := "-agent-image=ghcr.io/redislock/redislock@sha256:" + strings.Repeat("0f", 32); !slices.Contains(args, any(want)) {
+		t.Errorf("args %v lack %s", args, want)
+	}
+}
+
+// The ServiceMonitor selects the metrics Service on labels an upgrade
+// does not change.
+func TestHelmServiceMonitorSelectsOnStableLabels(t *testing.T) {
+	objs := render(t, chartDir(), "--set", "metrics.serviceMonitor.enabled=true")
+	sel := at(object(t, objs, "ServiceMonitor"), "spec.selector.matchLabels").(map[string]any)
+	var metrics map[string]any
+	for _, o := range objs {
+		if o["kind"] == "Service" && at(o, "metadata.name") == "rl-redislock-metrics" {
+			metrics = o
+		}
+	}
+	if metrics == nil {
+		t.Fatal("no metrics Service")
+	}
+	for k, v := range sel {
+		if k == "app.kubernetes.io/version" || k == "helm.sh/chart" {
+			t.Errorf("the ServiceMonitor selects on %s, which changes with every release", k)
+		}
+		if at(metrics, "metadata.labels["+k+"]") != v {
+			t.Errorf("the ServiceMonitor selects %s=%v, the metrics Service has %v", k, v, at(metrics, "metadata.labels["+k+"]"))
+		}
+	}
+	if sel["app.kubernetes.io/component"] != "metrics" {
+		t.Errorf("the ServiceMonitor selector %v would also pick the webhook Service", sel)
+	}
+}
+
+// The chart packaged as `make chart` does (helm package) carries the
+// version and appVersion of Chart.yaml and its CRDs, and installs without
+// a clone: helm install of the .tgz with a server-side dry run, and every
+// object it renders taken by the API server.
+func TestHelmPackagedChartInstalls(t *testing.T) {
+	installThirdPartyCRDs(t)
+	dir := t.TempDir()
+	if out, err := helm(t, "package", chartDir(), "--destination", dir); err != nil {
+		t.Fatalf("helm package: %v\n%s", err, out)
+	}
+	var chart struct{ Version, AppVersion string }
+	if err := yaml.Unmarshal([]byte(readFile(t, filepath.Join(chartDir(), "Chart.yaml"))), &chart); err != nil || chart.Version == "" || chart.AppVersion == "" {
+		t.Fatalf("Chart.yaml: version %q, appVersion %q, %v", chart.Version, chart.AppVersion, err)
+	}
+	tgz := filepath.Join(dir, "redislock-"+chart.Version+".tgz")
+	if _, err := os.Stat(tgz); err != nil {
+		t.Fatal(err)
+	}
+	shown, err := helm(t, "show", "chart", tgz)
+	if err != nil || !strings.Contains(shown, "version: "+chart.Version+"\n") || !strings.Contains(shown, "appVersion: "+chart.AppVersion+"\n") {
+		t.Fatalf("helm show chart %s (%v):\n%s", tgz, err, shown)
+	}
+	if crds, err := helm(t, "show", "crds", tgz); err != nil || !reflect.DeepEqual(docs(crds), docs(readFile(t, filepath.Join(chartDir(), "crds", "redislock.io_redislocks.yaml")))) {
+		t.Fatalf("the package's CRDs differ from crds/ (%v)", err)
+	}
+
+	for name, values := range map[string][]string{"defaults": nil, "everything on": everythingOn} {
+		t.Run(name, func(t *testing.T) {
+			ns := newNamespace(t)
+			out, err := helm(t, append([]string{"install", "rl", tgz, "-n", ns, "--dry-run=server"}, values...)...)
+			if err != nil {
+				t.Fatalf("helm install --dry-run=server %s: %v\n%s", filepath.Base(tgz), err, out)
+			}
+			if !strings.Contains(out, "STATUS: pending-install") || !strings.Contains(out, "redislock "+chart.AppVersion+" is installed") {
+				t.Fatalf("helm install --dry-run=server:\n%s", out)
+			}
+			manifest, err := helm(t, append([]string{"template", "rl", tgz, "-n", ns, "--include-crds"}, values...)...)
+			if err != nil {
+				t.Fatalf("helm template: %v\n%s", err, manifest)
+			}
+			kinds := kindsOf(t, manifest)
+			applied, err := kubectlIn(t, manifest, "apply", "--server-side", "--dry-run=server", "-f", "-")
+			if err != nil {
+				t.Fatalf("the API server refused the packaged chart (%s): %v\n%s", strings.Join(kinds, ", "), err, applied)
+			}
+			if n := strings.Count(applied, "(server dry run)"); n != len(kinds) {
+				t.Fatalf("%d of %d objects applied:\n%s", n, len(kinds), applied)
+			}
+		})
+	}
+}
+
+// crdUpgrade is the one CRD-upgrade command that the README and the
+// chart's notes both give.
+const crdUpgrade = "helm show crds CHART | kubectl apply --server-side --force-conflicts -f -"
+
+// The README and NOTES.txt give the same CRD-upgrade command, and it works
+// on CRDs that helm install created: without --force-conflicts the apply
+// would conflict with Helm's field manager.
+func TestHelmCRDUpgradeInstructionIsOneAndWorks(t *testing.T) {
+	notes, err := helm(t, "install", "rl", chartDir(), "-n", "ops", "--dry-run=client")
+	if err != nil {
+		t.Fatalf("helm install --dry-run=client: %v\n%s", err, notes)
+	}
+	if !strings.Contains(notes, "\n  "+crdUpgrade+"\n") {
+		t.Errorf("the chart's notes do not give %q:\n%s", crdUpgrade, notes[strings.Index(notes, "NOTES:"):])
+	}
+	if !strings.Contains(readFile(t, filepath.Join(repoRoot, "README.md")), "\n"+crdUpgrade+"\n") {
+		t.Errorf("README.md does not give %q", crdUpgrade)
+	}
+
+	// A chart of one CRD, installed for real, then the same CRD changed.
+	chart := t.TempDir()
+	crd := `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: widgets.crdupgrade.example}
+spec:
+  group: crdupgrade.example
+  names: {kind: Widget, plural: widgets}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema: {openAPIV3Schema: {type: object, description: DESCRIPTION}}
+`
+	write := func(name, content string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(chart, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(chart, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("Chart.yaml", "apiVersion: v2\nname: crdupgrade\nversion: 0.1.0\n")
+	write("templates/cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: crdupgrade}\n")
+	write("crds/widgets.yaml", strings.Replace(crd, "DESCRIPTION", "v1 of the chart", 1))
+	ns := newNamespace(t)
+	if out, err := helm(t, "install", "crdupgrade", chart, "-n", ns); err != nil {
+		t.Fatalf("helm install: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { _, _ = kubectl(t, "delete", "crd", "widgets.crdupgrade.example", "--wait=false") })
+	write("crds/widgets.yaml", strings.Replace(crd, "DESCRIPTION", "v2 of the chart", 1))
+	crds, err := helm(t, "show", "crds", chart)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Without --force-conflicts the apply conflicts with Helm's field manager.
+	if out, err := kubectlIn(t, crds, "apply", "--server-side", "-f", "-"); err == nil || !strings.Contains(out, "conflict") {
+		t.Errorf("kubectl apply --server-side without --force-conflicts after helm install: %v, want a conflict\n%s", err, out)
+	}
+	kubectlArgs := strings.Fields(strings.TrimSpace(strings.SplitN(crdUpgrade, "|", 2)[1]))[1:]
+	if out, err := kubectlIn(t, crds, kubectlArgs...); err != nil {
+		t.Fatalf("%s after helm install: %v\n%s", crdUpgrade, err, out)
+	}
+	if got := mustKubectl(t, "get", "crd", "widgets.crdupgrade.example", "-o", "jsonpath={.spec.versions[0].schema.openAPIV3Schema.description}"); got != "v2 of the chart" {
+		t.Errorf("the CRD's description is %q after the upgrade command, want v2's", got)
+	}
+}
