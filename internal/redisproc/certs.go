@@ -15,15 +15,33 @@ import (
 	"time"
 )
 
-// tlsFiles are the PEM files of a server's TLS set-up.
-type tlsFiles struct {
-	ca, clientCert, clientKey []byte
+// Certificates are a fresh CA and, signed by it, a server certificate for
+// 127.0.0.1 and a client certificate, with their keys; all PEM, valid for
+// a day.
+type Certificates struct {
+	CA                    []byte
+	ServerCert, ServerKey []byte
+	ClientCert, ClientKey []byte
 }
 
-// writeTLSFiles writes a fresh CA (ca.pem) and a server certificate for
-// 127.0.0.1 signed by it (cert.pem, key.pem) into dir, and returns the CA
-// and a client certificate signed by it, with its key.
-func writeTLSFiles(dir string) (tlsFiles, error) {
+// writeTLSFiles writes new Certificates' CA (ca.pem) and server
+// certificate (cert.pem, key.pem) into dir, and returns them.
+func writeTLSFiles(dir string) (Certificates, error) {
+	c, err := NewCertificates()
+	if err != nil {
+		return Certificates{}, err
+	}
+	for name, data := range map[string][]byte{"ca.pem": c.CA, "cert.pem": c.ServerCert, "key.pem": c.ServerKey} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			return Certificates{}, fmt.Errorf("redisproc: %w", err)
+		}
+	}
+	return c, nil
+}
+
+// NewCertificates makes new Certificates, for a TLS server and its
+// clients, and for tests that need a key pair.
+func NewCertificates() (Certificates, error) {
 	now := time.Now()
 	caTmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "redisproc test CA"},
@@ -32,7 +50,7 @@ func writeTLSFiles(dir string) (tlsFiles, error) {
 	}
 	caPEM, _, caKey, err := newCert(caTmpl, nil, nil)
 	if err != nil {
-		return tlsFiles{}, err
+		return Certificates{}, err
 	}
 	srvPEM, srvKeyPEM, _, err := newCert(&x509.Certificate{
 		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
@@ -41,7 +59,7 @@ func writeTLSFiles(dir string) (tlsFiles, error) {
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}, caTmpl, caKey)
 	if err != nil {
-		return tlsFiles{}, err
+		return Certificates{}, err
 	}
 	cliPEM, cliKeyPEM, _, err := newCert(&x509.Certificate{
 		SerialNumber: big.NewInt(3), Subject: pkix.Name{CommonName: "redisproc test client"},
@@ -49,14 +67,9 @@ func writeTLSFiles(dir string) (tlsFiles, error) {
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}, caTmpl, caKey)
 	if err != nil {
-		return tlsFiles{}, err
+		return Certificates{}, err
 	}
-	for name, data := range map[string][]byte{"ca.pem": caPEM, "cert.pem": srvPEM, "key.pem": srvKeyPEM} {
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
-			return tlsFiles{}, fmt.Errorf("redisproc: %w", err)
-		}
-	}
-	return tlsFiles{ca: caPEM, clientCert: cliPEM, clientKey: cliKeyPEM}, nil
+	return Certificates{CA: caPEM, ServerCert: srvPEM, ServerKey: srvKeyPEM, ClientCert: cliPEM, ClientKey: cliKeyPEM}, nil
 }
 
 // newCert makes a key and a certificate of it from tmpl, signed by parent

@@ -87,8 +87,8 @@ func Start(opts Options) (*Server, error) {
 			_ = os.RemoveAll(dir)
 			return nil, err
 		}
-		s.CAPEM, s.ClientCertPEM, s.ClientKeyPEM = f.ca, f.clientCert, f.clientKey
-		if s.cert, err = tls.X509KeyPair(f.clientCert, f.clientKey); err != nil {
+		s.CAPEM, s.ClientCertPEM, s.ClientKeyPEM = f.CA, f.ClientCert, f.ClientKey
+		if s.cert, err = tls.X509KeyPair(f.ClientCert, f.ClientKey); err != nil {
 			_ = os.RemoveAll(dir)
 			return nil, fmt.Errorf("redisproc: %w", err)
 		}
