@@ -413,17 +413,7 @@ func (r *RedisLockReconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 // secretNames lists the Secrets a RedisLock reads.
 func secretNames(o client.Object) []string {
-	c := o.(*v1alpha1.RedisLock).Spec.Redis
-	var names []string
-	for _, ref := range []*v1alpha1.SecretKeyRef{c.UsernameSecretRef, c.PasswordSecretRef} {
-		if ref != nil {
-			names = append(names, ref.Name)
-		}
-	}
-	if c.TLS != nil && c.TLS.CASecretRef != nil {
-		names = append(names, c.TLS.CASecretRef.Name)
-	}
-	return names
+	return redisconn.SecretNames(&o.(*v1alpha1.RedisLock).Spec.Redis)
 }
 
 func (r *RedisLockReconciler) locksUsingSecret(ctx context.Context, s client.Object) []reconcile.Request {
