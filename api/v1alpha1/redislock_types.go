@@ -98,7 +98,7 @@ type RedisTLS struct {
 // +kubebuilder:validation:XValidation:rule="self.mode == 'Sentinel' || !has(self.waitReplicas)",message="waitReplicas is allowed only in Sentinel mode",fieldPath=".waitReplicas"
 // +kubebuilder:validation:XValidation:rule="self.mode == 'Sentinel' || !has(self.sentinelUsernameSecretRef)",message="sentinelUsernameSecretRef is allowed only in Sentinel mode",fieldPath=".sentinelUsernameSecretRef"
 // +kubebuilder:validation:XValidation:rule="self.mode == 'Sentinel' || !has(self.sentinelPasswordSecretRef)",message="sentinelPasswordSecretRef is allowed only in Sentinel mode",fieldPath=".sentinelPasswordSecretRef"
-// +kubebuilder:validation:XValidation:rule="!has(self.sentinelUsernameSecretRef) || has(self.sentinelPasswordSecretRef)",message="sentinelUsernameSecretRef needs sentinelPasswordSecretRef: a Sentinel authenticates a user by its password",fieldPath=".sentinelUsernameSecretRef"
+// +kubebuilder:validation:XValidation:rule="self.mode != 'Sentinel' || !has(self.sentinelUsernameSecretRef) || has(self.sentinelPasswordSecretRef)",message="sentinelUsernameSecretRef needs sentinelPasswordSecretRef: a Sentinel authenticates a user by its password",fieldPath=".sentinelUsernameSecretRef"
 type RedisConnectionSpec struct {
 	// mode is Standalone (one server), Redlock (an odd number of
 	// independent servers), Sentinel (a master found through Sentinels) or
