@@ -43,7 +43,11 @@ func reader(secrets ...*corev1.Secret) client.Reader {
 // first error, of Resolve or of the lock.
 func lockWith(t *testing.T, r client.Reader, c v1alpha1.RedisConnectionSpec) error {
 	t.Helper()
-	// Long enough for a handshake on a loaded machine.
+	// Long enough for the reason of a refusal to arrive: a server that
+	// refuses the client's certificate does so after the TLS 1.3
+	// handshake, at the first command, which go-redis retries on new
+	// connections (MaxRetries) for about 500ms, so that under the default
+	// 200ms the error is a timeout.
 	c.NodeTimeout = &v1alpha1.Duration{Duration: 2 * time.Second}
 	rl := &v1alpha1.RedisLock{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "l"}, Spec: v1alpha1.RedisLockSpec{Redis: c}}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
