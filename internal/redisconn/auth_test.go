@@ -108,54 +108,21 @@ func TestSentinelPasswordAuthenticatesToTheSentinels(t *testing.T) {
 	wantErr(t, lockWith(t, r, spec("wrong")), "WRONGPASS")
 }
 
-// A server that requires client certificates (tls-auth-clients yes)
-// accepts the kubernetes.io/tls Secret of certSecretRef, and refuses a
-// client without one.
-func TestClientCertificateFromATLSSecret(t *testing.T) {
-	srv := redistest.Start(t, redisproc.Options{TLS: true, TLSClientAuth: true})
-	r := reader(
-		secret("ca", map[string][]byte{"ca.crt": srv.CAPEM}),
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "client"}, Type: corev1.SecretTypeTLS,
-			Data: map[string][]byte{corev1.TLSCertKey: srv.ClientCertPEM, corev1.TLSPrivateKeyKey: srv.ClientKeyPEM}},
-	)
-	spec := func(cert *v1alpha1.SecretRef) v1alpha1.RedisConnectionSpec {
-		return v1alpha1.RedisConnectionSpec{Addrs: []string{srv.Addr}, TLS: &v1alpha1.RedisTLS{
-			CASecretRef: &v1alpha1.SecretKeyRef{Name: "ca", Key: "ca.crt"}, CertSecretRef: cert}}
+// A Sentinel with an ACL user besides its default one answers to that
+// user with the user's password, sent with sentinelUsernameSecretRef: the
+// default user's password does not make that user.
+func TestSentinelUsernameAuthenticatesAsAnACLUser(t *testing.T) {
+	master := redistest.Start(t, redisproc.Options{})
+	sentinel := redistest.Start(t, redisproc.Options{SentinelFor: "mymaster " + master.Addr, Password: "s3ntinel",
+		Args: []string{"--user", "watcher", "on", ">w4tch", "+@all", "allchannels"}})
+	r := reader(secret("sentinel", map[string][]byte{"user": []byte("watcher"), "password": []byte("w4tch"), "default-password": []byte("s3ntinel")}))
+	spec := func(passwordKey string) v1alpha1.RedisConnectionSpec {
+		return v1alpha1.RedisConnectionSpec{Mode: v1alpha1.ModeSentinel, Addrs: []string{sentinel.Addr}, MasterName: "mymaster", WaitReplicas: ptr.To[int32](0),
+			SentinelUsernameSecretRef: &v1alpha1.SecretKeyRef{Name: "sentinel", Key: "user"},
+			SentinelPasswordSecretRef: &v1alpha1.SecretKeyRef{Name: "sentinel", Key: passwordKey}}
 	}
-	if err := lockWith(t, r, spec(&v1alpha1.SecretRef{Name: "client"})); err != nil {
-		t.Fatalf("with the client certificate: %v", err)
+	if err := lockWith(t, r, spec("password")); err != nil {
+		t.Fatalf("as watcher: %v", err)
 	}
-	wantErr(t, lockWith(t, r, spec(nil)), "certificate required")
-}
-
-// insecureSkipVerify accepts a server whose certificate no trusted CA
-// signs; without it, the same server is refused, whether the client
-// trusts the system roots or another CA.
-func TestInsecureSkipVerifyAcceptsAnUnknownCA(t *testing.T) {
-	srv := redistest.Start(t, redisproc.Options{TLS: true})
-	other := redistest.Start(t, redisproc.Options{TLS: true})
-	r := reader(secret("other-ca", map[string][]byte{"ca.crt": other.CAPEM}))
-	at := func(tls *v1alpha1.RedisTLS) v1alpha1.RedisConnectionSpec {
-		return v1alpha1.RedisConnectionSpec{Addrs: []string{srv.Addr}, TLS: tls}
-	}
-	if err := lockWith(t, r, at(&v1alpha1.RedisTLS{InsecureSkipVerify: ptr.To(true)})); err != nil {
-		t.Fatalf("with insecureSkipVerify: %v", err)
-	}
-	wantErr(t, lockWith(t, r, at(&v1alpha1.RedisTLS{})), "certificate signed by unknown authority")
-	wantErr(t, lockWith(t, r, at(&v1alpha1.RedisTLS{InsecureSkipVerify: ptr.To(false),
-		CASecretRef: &v1alpha1.SecretKeyRef{Name: "other-ca", Key: "ca.crt"}})), "certificate signed by unknown authority")
-}
-
-// Clients built from a Config whose key pair does not parse (Resolve
-// refuses such a spec, so only a hand-made Config has one) fail each
-// handshake with the parse error, rather than connect without it.
-func TestClientsWithABadKeyPairFailTheHandshake(t *testing.T) {
-	srv := redistest.Start(t, redisproc.Options{TLS: true, TLSClientAuth: true})
-	cfg := Config{Mode: v1alpha1.ModeStandalone, Addrs: []string{srv.Addr}, TLS: true, CAPEM: srv.CAPEM,
-		CertPEM: srv.ClientCertPEM, KeyPEM: []byte("not a key"), NodeTimeout: 2 * time.Second}
-	c := cfg.Clients()[0]
-	t.Cleanup(func() { _ = c.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	wantErr(t, c.Ping(ctx).Err(), "redisconn: client certificate")
+	wantErr(t, lockWith(t, r, spec("default-password")), "WRONGPASS")
 }

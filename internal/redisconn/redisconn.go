@@ -126,8 +126,8 @@ func resolveConnection(ctx context.Context, r client.Reader, ns, field string, c
 		cfg.WaitReplicas = 1
 	}
 	var err error
-	// get reads the keys of Secret name, the one field names, once an
-	// earlier read has not failed.
+	// get returns the values of keys in Secret name, which field names;
+	// after a failed read, nils, err holding the first failure.
 	get := func(field, name string, keys ...string) [][]byte {
 		if err == nil {
 			var v [][]byte
