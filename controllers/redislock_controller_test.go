@@ -717,6 +717,32 @@ func TestTLSWithCAFromSecret(t *testing.T) {
 	waitLock(t, rl, 5*time.Second, "the holder over TLS", func(got *v1alpha1.RedisLock) bool { return got.Status.HolderIdentity == "tls-pod" })
 }
 
+// Mutual TLS with a kubernetes.io/tls Secret, as cert-manager issues: a
+// key that does not parse makes the lock InvalidSpec, naming the field;
+// once the Secret holds the right key, the lock is Ready on a server that
+// requires client certificates.
+func TestMutualTLSWithClientCertificateFromSecret(t *testing.T) {
+	s := redistest.Start(t, redisproc.Options{TLS: true, TLSClientAuth: true})
+	ns := namespace(t)
+	ctx := context.Background()
+	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "redis-ca"}, Data: map[string][]byte{"ca.crt": s.CAPEM}})
+	cert := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "client-tls"}, Type: corev1.SecretTypeTLS,
+		Data: map[string][]byte{corev1.TLSCertKey: s.ClientCertPEM, corev1.TLSPrivateKeyKey: []byte("not a key")}}
+	create(t, cert)
+	rl := redisLock(ns, "mtls", v1alpha1.ModeStandalone, s.Addr)
+	rl.Spec.Redis.TLS = &v1alpha1.RedisTLS{CASecretRef: &v1alpha1.SecretKeyRef{Name: "redis-ca", Key: "ca.crt"}, CertSecretRef: &v1alpha1.SecretRef{Name: "client-tls"}}
+	create(t, rl)
+	got := waitLock(t, rl, 10*time.Second, "a key that does not parse", isCond(v1alpha1.ConditionReady, metav1.ConditionFalse, controllers.ReasonInvalidSpec))
+	if msg := condition(got, v1alpha1.ConditionReady).Message; !strings.Contains(msg, "spec.redis.tls.certSecretRef") || !strings.Contains(msg, "client-tls") {
+		t.Fatalf("message %q does not name the field and Secret", msg)
+	}
+	cert.Data[corev1.TLSPrivateKeyKey] = s.ClientKeyPEM
+	if err := k8s.Update(ctx, cert); err != nil {
+		t.Fatal(err)
+	}
+	waitLock(t, rl, 10*time.Second, "Ready over mutual TLS", isCond(v1alpha1.ConditionReady, metav1.ConditionTrue, controllers.ReasonReady))
+}
+
 // countEvents counts the events of reason on ns/name.
 func countEvents(t *testing.T, ns, name, reason string) int {
 	t.Helper()

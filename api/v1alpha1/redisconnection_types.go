@@ -64,7 +64,7 @@ type RedisConnectionList struct {
 
 // ClusterRedisConnectionSpec is a RedisConnectionSpec whose Secrets are in
 // secretNamespace.
-// +kubebuilder:validation:XValidation:rule="has(self.secretNamespace) || !(has(self.usernameSecretRef) || has(self.passwordSecretRef) || (has(self.tls) && has(self.tls.caSecretRef)))",message="secretNamespace is required when the connection names Secrets: a ClusterRedisConnection belongs to no namespace",fieldPath=".secretNamespace"
+// +kubebuilder:validation:XValidation:rule="has(self.secretNamespace) || !(has(self.usernameSecretRef) || has(self.passwordSecretRef) || has(self.sentinelUsernameSecretRef) || has(self.sentinelPasswordSecretRef) || (has(self.tls) && (has(self.tls.caSecretRef) || has(self.tls.certSecretRef))))",message="secretNamespace is required when the connection names Secrets: a ClusterRedisConnection belongs to no namespace",fieldPath=".secretNamespace"
 type ClusterRedisConnectionSpec struct {
 	RedisConnectionSpec `json:",inline"`
 	// secretNamespace is the namespace of the Secrets the connection

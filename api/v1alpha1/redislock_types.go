@@ -50,16 +50,43 @@ type SecretKeyRef struct {
 	Key string `json:"key"`
 }
 
-// RedisTLS turns on TLS to Redis.
+// SecretRef names a whole Secret in the RedisLock's namespace.
+type SecretRef struct {
+	// name is the Secret's name.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// RedisTLS turns on TLS to Redis (and, in Sentinel mode, to the Sentinels).
+// +kubebuilder:validation:XValidation:rule="!self.?insecureSkipVerify.orValue(false) || (!has(self.caSecretRef) && !has(self.serverName))",message="insecureSkipVerify turns off the checks that caSecretRef and serverName configure: set either insecureSkipVerify or those, not both",fieldPath=".insecureSkipVerify"
 type RedisTLS struct {
 	// caSecretRef names the PEM CA bundle that signs the servers'
-	// certificates. Unset: the system roots.
+	// certificates. Unset: the system roots. A Secret that cert-manager
+	// issues holds it under the key ca.crt.
 	// +optional
 	CASecretRef *SecretKeyRef `json:"caSecretRef,omitempty"`
 	// serverName overrides the name checked in the servers' certificates.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	ServerName string `json:"serverName,omitempty"`
+	// certSecretRef names a Secret of type kubernetes.io/tls, as
+	// cert-manager issues, whose keys tls.crt and tls.key (PEM) are the
+	// client certificate and its private key, presented to servers that
+	// require client certificates (mutual TLS: redis-server's
+	// tls-auth-clients). tls.crt may hold the chain after the
+	// certificate. Unset: no client certificate.
+	// +optional
+	CertSecretRef *SecretRef `json:"certSecretRef,omitempty"`
+	// insecureSkipVerify, when true, accepts any certificate the servers
+	// present, for any name: the connection is encrypted but not
+	// authenticated, so anyone who can intercept it can pose as Redis,
+	// read the password and grant or withhold locks. For test set-ups
+	// only; give the CA with caSecretRef instead. Excludes caSecretRef
+	// and serverName. Default: false.
+	// +optional
+	InsecureSkipVerify *bool `json:"insecureSkipVerify,omitempty"`
 }
 
 // RedisConnectionSpec says how to reach Redis. Field names follow go-redis's
@@ -69,6 +96,9 @@ type RedisTLS struct {
 // +kubebuilder:validation:XValidation:rule="self.mode == 'Sentinel' ? has(self.masterName) : !has(self.masterName)",message="masterName is required in Sentinel mode and allowed only there",fieldPath=".masterName"
 // +kubebuilder:validation:XValidation:rule="self.mode != 'Cluster' || !has(self.db) || self.db == 0",message="Cluster mode has only db 0",fieldPath=".db"
 // +kubebuilder:validation:XValidation:rule="self.mode == 'Sentinel' || !has(self.waitReplicas)",message="waitReplicas is allowed only in Sentinel mode",fieldPath=".waitReplicas"
+// +kubebuilder:validation:XValidation:rule="self.mode == 'Sentinel' || !has(self.sentinelUsernameSecretRef)",message="sentinelUsernameSecretRef is allowed only in Sentinel mode",fieldPath=".sentinelUsernameSecretRef"
+// +kubebuilder:validation:XValidation:rule="self.mode == 'Sentinel' || !has(self.sentinelPasswordSecretRef)",message="sentinelPasswordSecretRef is allowed only in Sentinel mode",fieldPath=".sentinelPasswordSecretRef"
+// +kubebuilder:validation:XValidation:rule="self.mode != 'Sentinel' || !has(self.sentinelUsernameSecretRef) || has(self.sentinelPasswordSecretRef)",message="sentinelUsernameSecretRef needs sentinelPasswordSecretRef: a Sentinel authenticates a user by its password",fieldPath=".sentinelUsernameSecretRef"
 type RedisConnectionSpec struct {
 	// mode is Standalone (one server), Redlock (an odd number of
 	// independent servers), Sentinel (a master found through Sentinels) or
@@ -113,6 +143,19 @@ type RedisConnectionSpec struct {
 	// passwordSecretRef names the password. Unset: no AUTH.
 	// +optional
 	PasswordSecretRef *SecretKeyRef `json:"passwordSecretRef,omitempty"`
+	// sentinelUsernameSecretRef names the ACL username the Sentinels
+	// take; Sentinel mode only, with sentinelPasswordSecretRef. Unset:
+	// the default user.
+	// +optional
+	SentinelUsernameSecretRef *SecretKeyRef `json:"sentinelUsernameSecretRef,omitempty"`
+	// sentinelPasswordSecretRef names the password the Sentinels take
+	// (their requirepass), which can differ from the master's
+	// passwordSecretRef; Sentinel mode only. Bitnami's Redis chart turns
+	// Sentinel auth on by default (auth.sentinel), with the master's
+	// password: name the same Secret key as passwordSecretRef. Unset: no
+	// AUTH to the Sentinels.
+	// +optional
+	SentinelPasswordSecretRef *SecretKeyRef `json:"sentinelPasswordSecretRef,omitempty"`
 	// tls, when set, connects with TLS.
 	// +optional
 	TLS *RedisTLS `json:"tls,omitempty"`

@@ -41,16 +41,27 @@ var (
 // Config is everything needed to reach a RedisLock's Redis deployment.
 // Two RedisLocks with equal Configs share clients.
 type Config struct {
-	Mode        v1alpha1.RedisMode
-	Addrs       []string
-	MasterName  string
-	DB          int
-	Username    string
-	Password    string
-	TLS         bool
-	CAPEM       []byte
-	ServerName  string
-	NodeTimeout time.Duration
+	Mode       v1alpha1.RedisMode
+	Addrs      []string
+	MasterName string
+	DB         int
+	Username   string
+	Password   string
+	// SentinelUsername and SentinelPassword authenticate to the
+	// Sentinels, in Sentinel mode.
+	SentinelUsername string
+	SentinelPassword string
+	TLS              bool
+	CAPEM            []byte
+	ServerName       string
+	// CertPEM and KeyPEM are the client certificate (with its chain) and
+	// its private key, presented to servers that ask for one; both nil
+	// for none.
+	CertPEM []byte
+	KeyPEM  []byte
+	// InsecureSkipVerify accepts any server certificate.
+	InsecureSkipVerify bool
+	NodeTimeout        time.Duration
 	// WaitReplicas is redislock.Options.WaitReplicas: spec.redis.waitReplicas,
 	// 1 by default in Sentinel mode, else 0.
 	WaitReplicas int
@@ -178,51 +189,88 @@ func resolveConnection(ctx context.Context, r client.Reader, ns, field string, c
 		cfg.WaitReplicas = 1
 	}
 	var err error
-	get := func(name string, ref *v1alpha1.SecretKeyRef) []byte {
-		if ref == nil || err != nil {
+	// get returns the values of keys in Secret name, which field names;
+	// after a failed read, nils, err holding the first failure.
+	get := func(field, name string, keys ...string) [][]byte {
+		if err == nil {
+			var v [][]byte
+			if v, err = secretValues(ctx, r, ns, field, name, keys...); err == nil {
+				return v
+			}
+		}
+		return make([][]byte, len(keys))
+	}
+	getKey := func(name string, ref *v1alpha1.SecretKeyRef) []byte {
+		if ref == nil {
 			return nil
 		}
-		var v []byte
-		v, err = secretValue(ctx, r, ns, field+"."+name, ref)
-		return v
+		return get(field+"."+name, ref.Name, ref.Key)[0]
 	}
-	cfg.Username = string(get("usernameSecretRef", c.UsernameSecretRef))
-	cfg.Password = string(get("passwordSecretRef", c.PasswordSecretRef))
+	cfg.Username = string(getKey("usernameSecretRef", c.UsernameSecretRef))
+	cfg.Password = string(getKey("passwordSecretRef", c.PasswordSecretRef))
+	cfg.SentinelUsername = string(getKey("sentinelUsernameSecretRef", c.SentinelUsernameSecretRef))
+	cfg.SentinelPassword = string(getKey("sentinelPasswordSecretRef", c.SentinelPasswordSecretRef))
 	if c.TLS != nil {
 		cfg.TLS = true
 		cfg.ServerName = c.TLS.ServerName
-		cfg.CAPEM = get("tls.caSecretRef", c.TLS.CASecretRef)
+		cfg.InsecureSkipVerify = c.TLS.InsecureSkipVerify != nil && *c.TLS.InsecureSkipVerify
+		cfg.CAPEM = getKey("tls.caSecretRef", c.TLS.CASecretRef)
 		if err == nil && cfg.CAPEM != nil && !x509.NewCertPool().AppendCertsFromPEM(cfg.CAPEM) {
 			err = fmt.Errorf("%w: %s.tls.caSecretRef: no PEM certificate in Secret %s key %s", ErrInvalid, field, c.TLS.CASecretRef.Name, c.TLS.CASecretRef.Key)
+		}
+		if ref := c.TLS.CertSecretRef; ref != nil {
+			// One read of the Secret, so that a rotation never pairs
+			// one certificate with another's key.
+			pair := get(field+".tls.certSecretRef", ref.Name, corev1.TLSCertKey, corev1.TLSPrivateKeyKey)
+			cfg.CertPEM, cfg.KeyPEM = pair[0], pair[1]
+			if err == nil {
+				if _, perr := tls.X509KeyPair(cfg.CertPEM, cfg.KeyPEM); perr != nil {
+					err = fmt.Errorf("%w: %s.tls.certSecretRef: Secret %s/%s keys %s and %s are not a PEM certificate and its private key: %w",
+						ErrInvalid, field, ns, ref.Name, corev1.TLSCertKey, corev1.TLSPrivateKeyKey, perr)
+				}
+			}
 		}
 	}
 	return cfg, err
 }
 
-func secretValue(ctx context.Context, r client.Reader, ns, field string, ref *v1alpha1.SecretKeyRef) ([]byte, error) {
+// secretValues reads Secret ns/name once and returns the values of keys,
+// each required; field is the spec field that names the Secret.
+func secretValues(ctx context.Context, r client.Reader, ns, field, name string, keys ...string) ([][]byte, error) {
 	if ns == "" {
-		return nil, fmt.Errorf("%w: %s names Secret %s, but the connection has no secretNamespace", ErrInvalid, field, ref.Name)
+		return nil, fmt.Errorf("%w: %s names Secret %s, but the connection has no secretNamespace", ErrInvalid, field, name)
 	}
 	var s corev1.Secret
-	if err := r.Get(ctx, types.NamespacedName{Namespace: ns, Name: ref.Name}, &s); err != nil {
+	if err := r.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &s); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("%w: %s: Secret %s/%s not found", ErrSecret, field, ns, ref.Name)
+			return nil, fmt.Errorf("%w: %s: Secret %s/%s not found", ErrSecret, field, ns, name)
 		}
-		return nil, fmt.Errorf("%s: read Secret %s/%s: %w", field, ns, ref.Name, err)
+		return nil, fmt.Errorf("%s: read Secret %s/%s: %w", field, ns, name, err)
 	}
-	v, ok := s.Data[ref.Key]
-	if !ok {
-		return nil, fmt.Errorf("%w: %s: Secret %s/%s has no key %q", ErrSecret, field, ns, ref.Name, ref.Key)
+	out := make([][]byte, len(keys))
+	for i, k := range keys {
+		v, ok := s.Data[k]
+		if !ok {
+			return nil, fmt.Errorf("%w: %s: Secret %s/%s has no key %q", ErrSecret, field, ns, name, k)
+		}
+		out[i] = v
 	}
-	return v, nil
+	return out, nil
 }
 
 // Key identifies the Config; equal Configs have equal Keys. Secrets are
 // hashed, never shown.
 func (c Config) Key() string {
 	h := sha256.New()
-	_, _ = fmt.Fprintf(h, "%s\x00%s\x00%s\x00%d\x00%s\x00%s\x00%t\x00%s\x00%s\x00%d\x00%d",
-		c.Mode, strings.Join(c.Addrs, ","), c.MasterName, c.DB, c.Username, c.Password, c.TLS, c.CAPEM, c.ServerName, c.NodeTimeout, c.WaitReplicas)
+	// Each variable-length field is written with its length, so that no
+	// two Configs write the same bytes.
+	for _, f := range [][]byte{
+		[]byte(c.Mode), []byte(strings.Join(c.Addrs, ",")), []byte(c.MasterName), []byte(c.Username), []byte(c.Password),
+		[]byte(c.SentinelUsername), []byte(c.SentinelPassword), c.CAPEM, []byte(c.ServerName), c.CertPEM, c.KeyPEM,
+	} {
+		_, _ = fmt.Fprintf(h, "%d:%s\x00", len(f), f)
+	}
+	_, _ = fmt.Fprintf(h, "%d\x00%t\x00%t\x00%d\x00%d", c.DB, c.TLS, c.InsecureSkipVerify, c.NodeTimeout, c.WaitReplicas)
 	return hex.EncodeToString(h.Sum(nil))
 }
 
@@ -232,17 +280,29 @@ func (c Config) Key() string {
 func (c Config) Clients() []redis.UniversalClient {
 	var tlsConf *tls.Config
 	if c.TLS {
-		tlsConf = &tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.ServerName}
+		tlsConf = &tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.ServerName, InsecureSkipVerify: c.InsecureSkipVerify}
 		if c.CAPEM != nil {
 			pool := x509.NewCertPool()
 			pool.AppendCertsFromPEM(c.CAPEM)
 			tlsConf.RootCAs = pool
+		}
+		if c.CertPEM != nil || c.KeyPEM != nil {
+			// Resolve has checked the pair; one built otherwise that does
+			// not parse fails each handshake with the parse error.
+			cert, err := tls.X509KeyPair(c.CertPEM, c.KeyPEM)
+			tlsConf.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+				if err != nil {
+					return nil, fmt.Errorf("redisconn: client certificate: %w", err)
+				}
+				return &cert, nil
+			}
 		}
 	}
 	opts := func(addrs []string) *redis.UniversalOptions {
 		return &redis.UniversalOptions{
 			Addrs: addrs, MasterName: c.MasterName, DB: c.DB,
 			Username: c.Username, Password: c.Password, TLSConfig: tlsConf,
+			SentinelUsername: c.SentinelUsername, SentinelPassword: c.SentinelPassword,
 			DialTimeout: c.NodeTimeout, ReadTimeout: c.NodeTimeout, WriteTimeout: c.NodeTimeout,
 			ContextTimeoutEnabled: true,
 			// One dial per call: the lock's callers retry at their own

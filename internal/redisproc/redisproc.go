@@ -39,6 +39,10 @@ type Options struct {
 	// TLS, when set, serves TLS only, with a certificate for 127.0.0.1
 	// from a CA made for this server (Server.CAPEM).
 	TLS bool
+	// TLSClientAuth, with TLS, requires clients to present a certificate
+	// signed by the server's CA (tls-auth-clients yes), such as
+	// Server.ClientCertPEM.
+	TLSClientAuth bool
 	// SentinelFor, when set, runs a Sentinel (redis-server --sentinel)
 	// that monitors this master, as "name host:port", with quorum 1.
 	SentinelFor string
@@ -50,9 +54,14 @@ type Server struct {
 	Addr string
 	// CAPEM is the CA that signs the server's certificate, with TLS.
 	CAPEM []byte
-	opts  Options
-	dir   string
-	p     *proc.Process // nil once killed
+	// ClientCertPEM and ClientKeyPEM are a client certificate signed by
+	// that CA and its key, with TLS.
+	ClientCertPEM, ClientKeyPEM []byte
+
+	opts Options
+	cert tls.Certificate // ClientCertPEM and ClientKeyPEM
+	dir  string
+	p    *proc.Process // nil once killed
 }
 
 // Start launches a server on a free loopback port and waits until it
@@ -73,9 +82,15 @@ func Start(opts Options) (*Server, error) {
 	}
 	s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), opts: opts, dir: dir}
 	if opts.TLS {
-		if s.CAPEM, err = writeTLSFiles(dir); err != nil {
+		f, err := writeTLSFiles(dir)
+		if err != nil {
 			_ = os.RemoveAll(dir)
 			return nil, err
+		}
+		s.CAPEM, s.ClientCertPEM, s.ClientKeyPEM = f.CA, f.ClientCert, f.ClientKey
+		if s.cert, err = tls.X509KeyPair(f.ClientCert, f.ClientKey); err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, fmt.Errorf("redisproc: %w", err)
 		}
 	}
 	if err := s.launch(path); err != nil {
@@ -100,9 +115,13 @@ func (s *Server) launch(path string) error {
 		args = append(args, conf, "--sentinel")
 	}
 	if s.opts.TLS {
+		auth := "no"
+		if s.opts.TLSClientAuth {
+			auth = "yes"
+		}
 		args = append(args, "--port", "0", "--tls-port", port,
 			"--tls-cert-file", filepath.Join(s.dir, "cert.pem"), "--tls-key-file", filepath.Join(s.dir, "key.pem"),
-			"--tls-ca-cert-file", filepath.Join(s.dir, "ca.pem"), "--tls-auth-clients", "no")
+			"--tls-ca-cert-file", filepath.Join(s.dir, "ca.pem"), "--tls-auth-clients", auth)
 	} else {
 		args = append(args, "--port", port)
 	}
@@ -139,13 +158,17 @@ func (s *Server) Client() *redis.Client {
 }
 
 // ClientOptions returns client options for the server, with timeouts that
-// follow the caller's context.
+// follow the caller's context, and the client certificate when the server
+// requires one.
 func (s *Server) ClientOptions() *redis.Options {
 	o := &redis.Options{Addr: s.Addr, Password: s.opts.Password, ContextTimeoutEnabled: true}
 	if s.CAPEM != nil {
 		pool := x509.NewCertPool()
 		pool.AppendCertsFromPEM(s.CAPEM)
 		o.TLSConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+		if s.opts.TLSClientAuth {
+			o.TLSConfig.Certificates = []tls.Certificate{s.cert}
+		}
 	}
 	return o
 }

@@ -449,6 +449,81 @@ func TestKeyAndServerFieldsAreImmutable(t *testing.T) {
 	}
 }
 
+// The Sentinels' credentials are for Sentinel mode alone, and a Sentinel
+// username needs its password; each refusal names the field.
+func TestSentinelCredentialsOnlyInSentinelMode(t *testing.T) {
+	ns := newNamespace(t)
+	ref := spec{"name": "redis-auth", "key": "sentinel"}
+	sentinel := func(extra spec) spec {
+		r := spec{"mode": "Sentinel", "masterName": "mymaster", "addrs": []string{"sentinel-0:26379"}}
+		maps.Copy(r, extra)
+		return spec{"redis": r}
+	}
+	for i, tt := range []struct {
+		name string
+		s    spec
+		want []string
+	}{
+		{"password outside Sentinel mode", spec{"redis": spec{"addrs": []string{"redis:6379"}, "sentinelPasswordSecretRef": ref}},
+			[]string{"spec.redis.sentinelPasswordSecretRef: Invalid value", "sentinelPasswordSecretRef is allowed only in Sentinel mode"}},
+		{"username outside Sentinel mode", spec{"redis": spec{"mode": "Redlock", "addrs": []string{"redis:6379"}, "sentinelUsernameSecretRef": ref}},
+			[]string{"spec.redis.sentinelUsernameSecretRef: Invalid value", "sentinelUsernameSecretRef is allowed only in Sentinel mode"}},
+		{"username without password", sentinel(spec{"sentinelUsernameSecretRef": ref}),
+			[]string{"spec.redis.sentinelUsernameSecretRef: Invalid value", "sentinelUsernameSecretRef needs sentinelPasswordSecretRef"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			out, err := applySpec(t, ns, fmt.Sprintf("refused-%d", i), tt.s)
+			wantRejected(t, out, err, tt.want...)
+		})
+	}
+	out, err := applySpec(t, ns, "password", sentinel(spec{"sentinelPasswordSecretRef": ref}))
+	wantAccepted(t, out, err)
+	out, err = applySpec(t, ns, "username-and-password", sentinel(spec{"sentinelUsernameSecretRef": ref, "sentinelPasswordSecretRef": ref}))
+	wantAccepted(t, out, err)
+}
+
+// insecureSkipVerify turns off the checks that caSecretRef and serverName
+// configure, so it takes neither; a client certificate goes with either.
+func TestInsecureSkipVerifyExcludesCAAndServerName(t *testing.T) {
+	ns := newNamespace(t)
+	withTLS := func(tls spec) spec { return spec{"redis": spec{"addrs": []string{"redis:6379"}, "tls": tls}} }
+	ca := spec{"name": "redis-tls", "key": "ca.crt"}
+	cert := spec{"name": "redis-client-tls"}
+	const want = "insecureSkipVerify turns off the checks that caSecretRef and serverName configure"
+	type tlsCase struct {
+		name string
+		tls  spec
+	}
+	for i, tt := range []tlsCase{
+		{"with caSecretRef", spec{"insecureSkipVerify": true, "caSecretRef": ca}},
+		{"with serverName", spec{"insecureSkipVerify": true, "serverName": "redis.example.com"}},
+		{"with both and a client certificate", spec{"insecureSkipVerify": true, "caSecretRef": ca, "serverName": "redis.example.com", "certSecretRef": cert}},
+	} {
+		t.Run("refused "+tt.name, func(t *testing.T) {
+			t.Parallel()
+			out, err := applySpec(t, ns, fmt.Sprintf("refused-%d", i), withTLS(tt.tls))
+			wantRejected(t, out, err, "spec.redis.tls.insecureSkipVerify: Invalid value", want)
+		})
+	}
+	for i, tt := range []tlsCase{
+		{"alone", spec{"insecureSkipVerify": true}},
+		{"with a client certificate", spec{"insecureSkipVerify": true, "certSecretRef": cert}},
+		{"false, with caSecretRef and serverName", spec{"insecureSkipVerify": false, "caSecretRef": ca, "serverName": "redis.example.com"}},
+		{"unset, a CA and a client certificate", spec{"caSecretRef": ca, "certSecretRef": cert}},
+	} {
+		t.Run("accepted "+tt.name, func(t *testing.T) {
+			t.Parallel()
+			out, err := applySpec(t, ns, fmt.Sprintf("accepted-%d", i), withTLS(tt.tls))
+			wantAccepted(t, out, err)
+		})
+	}
+	out, err := applySpec(t, ns, "cert-without-name", withTLS(spec{"certSecretRef": spec{}}))
+	if err == nil || !strings.Contains(out, "spec.redis.tls.certSecretRef.name: Required value") {
+		t.Fatalf("a certSecretRef without a name: %v\n%s", err, out)
+	}
+}
+
 // A lock is scoped to its cluster unless it says otherwise; a Global one
 // needs the name the clusters share.
 func TestScopeIsClusterByDefaultAndGlobalNeedsAName(t *testing.T) {
