@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,6 +16,7 @@ import (
 	"github.com/redislock/redislock/controllers"
 	"github.com/redislock/redislock/internal/redisproc"
 	"github.com/redislock/redislock/internal/redistest"
+	"github.com/redislock/redislock/pkg/redislock"
 )
 
 // onConnection returns redisLock(ns, name, ...) naming connection kind/name
@@ -118,6 +120,48 @@ func TestConnectionRefRules(t *testing.T) {
 		edit(&edited.Spec)
 		if err := k8s.Patch(ctx, edited, client.MergeFrom(&got)); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "connectionRef cannot be changed") {
 			t.Fatalf("%s: %v; want Invalid saying it cannot be changed", what, err)
+		}
+	}
+}
+
+// A RedisConnection works in each Redis mode: a lock on it shows the
+// holder that a client of those servers obtained.
+func TestConnectionsInEveryMode(t *testing.T) {
+	ctx := context.Background()
+	single := redistest.Start(t, redisproc.Options{})
+	nodes := redistest.StartN(t, 3)
+	master := redistest.Start(t, redisproc.Options{})
+	sentinel := redistest.Start(t, redisproc.Options{SentinelFor: "mymaster " + master.Addr})
+	clusterAddrs := redistest.StartCluster(t, 3)
+	ns := namespace(t)
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: clusterAddrs, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = cc.Close() })
+	clusterHolder, err := redislock.New([]redis.UniversalClient{cc}, &redislock.Options{AssumeDurable: true, Identity: "pod-Cluster"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		mode   v1alpha1.RedisMode
+		spec   v1alpha1.RedisConnectionSpec
+		holder *redislock.Client
+	}{
+		{v1alpha1.ModeStandalone, v1alpha1.RedisConnectionSpec{Addrs: []string{single.Addr}}, holder(t, "pod-Standalone", single)},
+		{v1alpha1.ModeRedlock, v1alpha1.RedisConnectionSpec{Mode: v1alpha1.ModeRedlock, Addrs: []string{nodes[0].Addr, nodes[1].Addr, nodes[2].Addr}}, holder(t, "pod-Redlock", nodes...)},
+		{v1alpha1.ModeSentinel, v1alpha1.RedisConnectionSpec{Mode: v1alpha1.ModeSentinel, MasterName: "mymaster", Addrs: []string{sentinel.Addr}}, holder(t, "pod-Sentinel", master)},
+		{v1alpha1.ModeCluster, v1alpha1.RedisConnectionSpec{Mode: v1alpha1.ModeCluster, Addrs: clusterAddrs}, clusterHolder},
+	} {
+		name := strings.ToLower(string(tc.mode))
+		create(t, &v1alpha1.RedisConnection{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: tc.spec})
+		rl := onConnection(ns, "on-"+name, v1alpha1.KindRedisConnection, name)
+		create(t, rl)
+		if _, err := tc.holder.Obtain(ctx, lockIn(ns)+"/on-"+name, time.Minute); err != nil {
+			t.Fatalf("%s: %v", tc.mode, err)
+		}
+		got := waitLock(t, rl, 10*time.Second, string(tc.mode)+" holder through the connection", func(got *v1alpha1.RedisLock) bool {
+			return got.Status.HolderIdentity == "pod-"+string(tc.mode)
+		})
+		if tc.mode == v1alpha1.ModeRedlock && len(got.Status.Nodes) != 3 {
+			t.Fatalf("Redlock through a connection: status.nodes %+v; want the 3 nodes", got.Status.Nodes)
 		}
 	}
 }
