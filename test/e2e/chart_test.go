@@ -314,7 +314,15 @@ func TestHelmPackagedChartInstalls(t *testing.T) {
 	if err != nil || !strings.Contains(shown, "version: "+chart.Version+"\n") || !strings.Contains(shown, "appVersion: "+chart.AppVersion+"\n") {
 		t.Fatalf("helm show chart %s (%v):\n%s", tgz, err, shown)
 	}
-	if crds, err := helm(t, "show", "crds", tgz); err != nil || !reflect.DeepEqual(docs(crds), docs(readFile(t, filepath.Join(chartDir(), "crds", "redislock.io_redislocks.yaml")))) {
+	crdFiles, err := filepath.Glob(filepath.Join(chartDir(), "crds", "*.yaml"))
+	if err != nil || len(crdFiles) == 0 {
+		t.Fatalf("the chart's crds/: %v %v", crdFiles, err)
+	}
+	var want []map[string]any
+	for _, f := range crdFiles { // helm reads them in name order, as Glob returns them
+		want = append(want, docs(readFile(t, f))...)
+	}
+	if crds, err := helm(t, "show", "crds", tgz); err != nil || !reflect.DeepEqual(docs(crds), want) {
 		t.Fatalf("the package's CRDs differ from crds/ (%v)", err)
 	}
 
@@ -410,5 +418,54 @@ spec:
 	}
 	if got := mustKubectl(t, "get", "crd", "widgets.crdupgrade.example", "-o", "jsonpath={.spec.versions[0].schema.openAPIV3Schema.description}"); got != "v2 of the chart" {
 		t.Errorf("the CRD's description is %q after the upgrade command, want v2's", got)
+	}
+}
+
+// The chart's RBAC follows its modes: with watchNamespaces, Roles there
+// and a ClusterRole without namespaced resources, the flag, and a webhook
+// limited to those namespaces; with cert-manager certificates, neither the
+// webhook configuration nor any Secret besides the locks'. (rbac_test.go
+// runs the controller with these rules.)
+func TestHelmRBACFollowsTheModes(t *testing.T) {
+	// The grants of the controller's roles of kind, in ns ("": any).
+	grantsOf := func(objs []map[string]any, kind, ns string) string {
+		var out []string
+		for _, o := range objs {
+			name, _ := at(o, "metadata.name").(string)
+			if o["kind"] == kind && strings.HasPrefix(name, "rl-redislock-controller") && (ns == "" || at(o, "metadata.namespace") == ns) {
+				out = append(out, grants(o["rules"])...)
+			}
+		}
+		return strings.Join(out, "\n")
+	}
+	objs := render(t, chartDir(), "--set", "watchNamespaces={shop,billing}")
+	cluster := grantsOf(objs, "ClusterRole", "")
+	for _, ns := range []string{"shop", "billing"} {
+		role := grantsOf(objs, "Role", ns)
+		for _, want := range []string{"redislock.io redislocks * watch", "redislock.io redisconnections * list", " secrets * get", "events.k8s.io events * create"} {
+			if !strings.Contains(role, want) {
+				t.Errorf("watchNamespaces: the Role in %s lacks %q:\n%s", ns, want, role)
+			}
+		}
+	}
+	for _, unwanted := range []string{"redislocks", " secrets ", "events", " redisconnections "} {
+		if strings.Contains(cluster, unwanted) {
+			t.Errorf("watchNamespaces: the ClusterRoles still grant %q:\n%s", unwanted, cluster)
+		}
+	}
+	if args := fmt.Sprint(at(object(t, objs, "Deployment"), "spec.template.spec.containers.0.args")); !strings.Contains(args, "-watch-namespaces=shop,billing") {
+		t.Errorf("watchNamespaces: args %s lack -watch-namespaces=shop,billing", args)
+	}
+	if terms := asYAML(at(object(t, objs, "MutatingWebhookConfiguration"), "webhooks.0.namespaceSelector")); !strings.Contains(terms, "operator: In") || !strings.Contains(terms, "- shop") {
+		t.Errorf("watchNamespaces: the webhook's namespaceSelector does not limit it to them:\n%s", terms)
+	}
+
+	objs = render(t, chartDir(), "--set", "webhook.certs=cert-manager")
+	if all := grantsOf(objs, "ClusterRole", "") + grantsOf(objs, "Role", ""); strings.Contains(all, "mutatingwebhookconfigurations") || strings.Contains(grantsOf(objs, "Role", "ops"), "secrets") {
+		t.Errorf("cert-manager: the controller may still write the webhook configuration or its Secret:\n%s", all)
+	}
+	objs = render(t, chartDir())
+	if role := grantsOf(objs, "Role", "ops"); !strings.Contains(role, " secrets rl-redislock-webhook-cert update") || !strings.Contains(role, "coordination.k8s.io leases * update") {
+		t.Errorf("defaults: the release Role lacks the webhook Secret by name or the Lease:\n%s", role)
 	}
 }
