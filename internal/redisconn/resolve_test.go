@@ -162,4 +162,3 @@ func TestKeyChangesWithEveryField(t *testing.T) {
 		t.Fatal("username \"ab\" and username \"a\" with password \"b\" have one Key")
 	}
 }
-

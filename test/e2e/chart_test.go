@@ -336,18 +336,7 @@ func TestHelmPackagedChartInstalls(t *testing.T) {
 			if !strings.Contains(out, "STATUS: pending-install") || !strings.Contains(out, "redislock "+chart.AppVersion+" is installed") {
 				t.Fatalf("helm install --dry-run=server:\n%s", out)
 			}
-			manifest, err := helm(t, append([]string{"template", "rl", tgz, "-n", ns, "--include-crds"}, values...)...)
-			if err != nil {
-				t.Fatalf("helm template: %v\n%s", err, manifest)
-			}
-			kinds := kindsOf(t, manifest)
-			applied, err := kubectlIn(t, manifest, "apply", "--server-side", "--dry-run=server", "-f", "-")
-			if err != nil {
-				t.Fatalf("the API server refused the packaged chart (%s): %v\n%s", strings.Join(kinds, ", "), err, applied)
-			}
-			if n := strings.Count(applied, "(server dry run)"); n != len(kinds) {
-				t.Fatalf("%d of %d objects applied:\n%s", n, len(kinds), applied)
-			}
+			serverDryRun(t, tgz, ns, values)
 		})
 	}
 }
