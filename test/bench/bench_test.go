@@ -65,7 +65,7 @@ func run(b *testing.B, addrs []string, impls []impl) {
 
 // open builds a locker, closed when b's round ends, and warms it up with
 // one lock so connection setup and script loading fall outside the timer.
-func open(b *testing.B, newL newLocker, addrs []string) locker {
+func open(b testing.TB, newL newLocker, addrs []string) locker {
 	b.Helper()
 	l, err := newL(addrs)
 	if err != nil {

@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # `make bench`: runs every benchmark and writes the report.
-#  1. The lock benchmarks of this module, saved as $OUT/bench.txt.
+#  1. The interleaved lock measurement of this module (TestInterleaved:
+#     INTERLEAVED_ROUNDS rounds of INTERLEAVED_SLOT per implementation,
+#     with the servers' CPU and commands per op), saved as
+#     $OUT/interleaved.json, then its lock benchmarks, saved as
+#     $OUT/bench.txt.
 #  2. In the main module, against envtest: TestControllerBenchmark,
 #     TestFailoverBenchmark (shorter than `make bench-failover`),
 #     TestLeadershipThroughAPIServerOutage and TestSteadyStateBenchmark,
@@ -10,6 +14,8 @@
 #     $OUT/REPORT.md and its PNG plots.
 # If step 2 fails, the report still covers what finished, and the run fails.
 #
+# INTERLEAVED_ROUNDS, INTERLEAVED_SLOT
+#                         rounds and time per implementation and round (10, 500ms)
 # COUNT, BENCHTIME        -count and -benchtime of the lock benchmarks (3, 1s)
 # CONTROLLER_BENCH_LOCKS  RedisLocks for the controller (1000)
 # FAILOVER_TRIALS, FAILOVER_DURATIONS, FAILOVER_IDLE_WINDOW
@@ -24,6 +30,8 @@ cd "$(dirname "$0")"
 root=$(cd ../.. && pwd)
 out=${OUT:-$root/docs/bench}
 count=${COUNT:-3}
+export INTERLEAVED_ROUNDS=${INTERLEAVED_ROUNDS:-10}
+export INTERLEAVED_SLOT=${INTERLEAVED_SLOT:-500ms}
 benchtime=${BENCHTIME:-1s}
 export CONTROLLER_BENCH_LOCKS=${CONTROLLER_BENCH_LOCKS:-1000}
 export FAILOVER_TRIALS=${FAILOVER_TRIALS:-8}
@@ -32,14 +40,15 @@ export FAILOVER_IDLE_WINDOW=${FAILOVER_IDLE_WINDOW:-60s}
 export STEADY_CANDIDATES=${STEADY_CANDIDATES:-1,5,20}
 export STEADY_DURATIONS=${STEADY_DURATIONS:-15s,10s,2s}
 export STEADY_WINDOW=${STEADY_WINDOW:-60s}
-command="make bench (COUNT=$count BENCHTIME=$benchtime CONTROLLER_BENCH_LOCKS=$CONTROLLER_BENCH_LOCKS FAILOVER_TRIALS=$FAILOVER_TRIALS FAILOVER_DURATIONS=$FAILOVER_DURATIONS FAILOVER_IDLE_WINDOW=$FAILOVER_IDLE_WINDOW STEADY_CANDIDATES=$STEADY_CANDIDATES STEADY_DURATIONS=$STEADY_DURATIONS STEADY_WINDOW=$STEADY_WINDOW)"
+command="make bench (INTERLEAVED_ROUNDS=$INTERLEAVED_ROUNDS INTERLEAVED_SLOT=$INTERLEAVED_SLOT COUNT=$count BENCHTIME=$benchtime CONTROLLER_BENCH_LOCKS=$CONTROLLER_BENCH_LOCKS FAILOVER_TRIALS=$FAILOVER_TRIALS FAILOVER_DURATIONS=$FAILOVER_DURATIONS FAILOVER_IDLE_WINDOW=$FAILOVER_IDLE_WINDOW STEADY_CANDIDATES=$STEADY_CANDIDATES STEADY_DURATIONS=$STEADY_DURATIONS STEADY_WINDOW=$STEADY_WINDOW)"
 started=$(date +%s)
 source=$(git -C "$root" describe --always --dirty)
 
 mkdir -p "$out"
 # A part that does not finish must not be reported from an earlier run.
-rm -f "$out/REPORT.md" "$out/bench.txt" "$out/controller.json" "$out/failover.json" "$out/outage.json" "$out/steady.json" "$out"/*.png
+rm -f "$out/REPORT.md" "$out/interleaved.json" "$out/bench.txt" "$out/controller.json" "$out/failover.json" "$out/outage.json" "$out/steady.json" "$out"/*.png
 
+INTERLEAVED_JSON="$out/interleaved.json" go test -count=1 -timeout 30m -run '^TestInterleaved$' -v .
 go test -run '^$' -bench . -benchmem -count "$count" -benchtime "$benchtime" . | tee "$out/bench.txt"
 
 e2e=0

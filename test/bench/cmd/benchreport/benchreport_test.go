@@ -99,6 +99,21 @@ func TestReportHasEverySectionAndPlot(t *testing.T) {
 	write("controller.json", controllerScale{Locks: 1000, Namespaces: 10, Resync: "30s", AllReadySeconds: 12.5,
 		IdleRSSBytes: 30 << 20, IdleHeapInuseBytes: 5 << 20, RSSBytes: 80 << 20, PeakRSSBytes: 90 << 20, HeapInuseBytes: 30 << 20, AcquireEvery: "50ms", LagSeconds: []float64{0.01, 0.02, 0.2}})
 
+	ser := func(ns ...float64) []interleavedSample {
+		var out []interleavedSample
+		for _, v := range ns {
+			out = append(out, interleavedSample{Ops: 1000, NsPerOp: v, CPUUsPerOp: v / 1e4, AllocsPerOp: 20, Commands: map[string]commandCost{"evalsha": {CallsPerOp: 2, UsPerOp: v / 1e5}}})
+		}
+		return out
+	}
+	write("interleaved.json", interleaved{Rounds: 3, Slot: "500ms", Scenarios: []interleavedScenario{{
+		Name: "single/serial", Reference: "bsm", Entries: []interleavedEntry{
+			{Name: "redislock", Nodes: 1, Samples: ser(90000, 80000, 100000)},
+			{Name: "redislock-durable", Nodes: 1, Samples: ser(90000, 80000, 98000)},
+			{Name: "bsm", Nodes: 1, Samples: ser(100000, 100000, 100000)},
+		},
+	}}})
+
 	if err := run(io.Discard, dir, report{command: "make bench", source: "abc1234-dirty", elapsed: 12 * time.Minute}); err != nil {
 		t.Fatal(err)
 	}
@@ -107,6 +122,11 @@ func TestReportHasEverySectionAndPlot(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
+		"| redislock | 90.0 | 0.90 [0.80–1.00] | 9.0 | 0.90 [0.80–1.00] | 20 |",
+		"| serial wall time: redislock ÷ bsm | 0.90 [0.80–1.00] | 1.00 | PASS |",
+		"| restart guard, wall time: redislock ÷ redislock-durable (serial) | 1.00 [1.00–1.02] | 1.03 | PASS |",
+		"| parallel wall time: redislock ÷ bsm | n/a | 1.00 | n/a |",
+		"| redislock | 9.0 | EVALSHA 2.00 (0.90) |",
 		"| redislock | 140000 |",
 		"| 7 | 700.0 | 800.0 |",
 		"| Redis plugin | 4s | 4.1s | 4.1s | 3ms | 4ms | 4ms | 0.0 |",

@@ -1,9 +1,11 @@
 // Command benchreport turns one benchmark run into tables and a report.
 //
-// It reads DIR/bench.txt, the `go test -bench -benchmem` output of the
-// bench module, and prints markdown tables of the lock results and of the
-// ratios we target, each marked PASS or MISS (n/a where a benchmark is
-// missing); with -count > 1 each figure is the median of its samples.
+// It reads DIR/interleaved.json (TestInterleaved with INTERLEAVED_JSON:
+// the implementations in alternating rounds, with the servers' CPU and
+// commands per op) and prints its tables and the targets, each marked PASS
+// or MISS, then DIR/bench.txt, the `go test -bench -benchmem` output of the
+// bench module, as tables of its own; with -count > 1 each figure is the
+// median of its samples.
 // It then writes DIR/REPORT.md with PNG plots next to it, adding the
 // failover benchmark (DIR/failover.json, from test/e2e's
 // TestFailoverBenchmark with FAILOVER_JSON), the steady-state cost of an
@@ -52,7 +54,18 @@ func run(stdout io.Writer, dir string, rp report) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", in.Name(), err)
 	}
+	if rp.il, err = loadJSON[interleaved](filepath.Join(dir, "interleaved.json")); err != nil {
+		return err
+	}
 	var tables strings.Builder
+	if rp.il != nil {
+		writeInterleaved(&tables, rp.il)
+		tables.WriteString("\n")
+		writeCommands(&tables, rp.il)
+		tables.WriteString("\n")
+		writeTargets(&tables, rp.il)
+		tables.WriteString("\n")
+	}
 	writeThroughput(&tables, r)
 	tables.WriteString("\n")
 	writeRedlock(&tables, r)

@@ -13,6 +13,7 @@ import (
 // it is not known (a report of parts run separately).
 type report struct {
 	bench      results
+	il         *interleaved
 	failover   *failover
 	outage     *outage
 	steady     *steadyState
@@ -70,7 +71,7 @@ func (rp report) markdown(w *strings.Builder, plots map[string]plotFile) {
 	if rp.elapsed > 0 {
 		fmt.Fprintf(w, "; the run took %v", rp.elapsed.Round(time.Second))
 	}
-	fmt.Fprintln(w, ". The inputs are next to this file: `bench.txt` (`go test -bench` output of `test/bench`), `failover.json`, `outage.json`, `steady.json`, `controller.json`.")
+	fmt.Fprintln(w, ". The inputs are next to this file: `interleaved.json` (TestInterleaved of `test/bench`), `bench.txt` (`go test -bench` output of `test/bench`), `failover.json`, `outage.json`, `steady.json`, `controller.json`.")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "The numbers are from this one machine; they move with it, so compare ratios within a run.")
 	fmt.Fprintln(w)
@@ -78,7 +79,23 @@ func (rp report) markdown(w *strings.Builder, plots map[string]plotFile) {
 	fmt.Fprintln(w, "|---|---:|---|---|---|---|")
 	fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %s |\n", m.cpu, m.cores, m.kernel, m.goVersion, m.redis, rp.source)
 
-	fmt.Fprintln(w, "\n## Lock throughput: one redis-server")
+	fmt.Fprintln(w, "\n## Lock cost, interleaved: wall time and Redis CPU per acquire+release")
+	fmt.Fprintln(w)
+	if rp.il != nil {
+		writeInterleaved(w, rp.il)
+		fmt.Fprintln(w, "\n### What the server runs per acquire+release (one node, serial)")
+		fmt.Fprintln(w)
+		writeCommands(w, rp.il)
+		fmt.Fprintln(w, "\n## Targets")
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "On the interleaved figures; PASS when the median meets the target.")
+		fmt.Fprintln(w)
+		writeTargets(w, rp.il)
+	} else {
+		fmt.Fprintln(w, "Not run (no interleaved.json).")
+	}
+
+	fmt.Fprintln(w, "\n## Lock throughput: one redis-server (`go test -bench`)")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Acquire+release of a fresh key; serial is one goroutine, parallel 8×GOMAXPROCS; medians of the `-count` runs. The last two columns are redislock's throughput as a multiple of each implementation's (above 1: redislock is faster).")
 	fmt.Fprintln(w)
@@ -92,7 +109,9 @@ func (rp report) markdown(w *strings.Builder, plots map[string]plotFile) {
 	writeRedlock(w, rp.bench)
 	img("redlock", "Redlock latency against nodes")
 
-	fmt.Fprintln(w, "\n## Targets")
+	fmt.Fprintln(w, "\n### Ratios of the `go test -bench` figures")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Not noise-robust: each sub-benchmark runs at its own moment, and the machine's load moves in between; the Targets above are the verdict.")
 	fmt.Fprintln(w)
 	writeChecks(w, rp.bench)
 
