@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -18,6 +19,10 @@ import (
 	"github.com/redislock/redislock/pkg/redislock"
 )
 
+// errStopping is what a dial that finishes after closeAll returns: its
+// clients are closed at once, not kept past the controller's end.
+var errStopping = errors.New("controllers: stopping")
+
 // clientCache shares Redis clients among the RedisLocks with the same
 // connection config, listens to their locks' pub/sub messages, and closes
 // the clients when the last RedisLock using them stops.
@@ -27,6 +32,7 @@ type clientCache struct {
 	changed chan<- event.GenericEvent
 
 	mu      sync.Mutex
+	closed  bool                         // closeAll ran: the controller stops
 	entries map[string]*cacheEntry       // by redisconn.Config.Key
 	users   map[types.NamespacedName]use // which entry each RedisLock uses
 }
@@ -73,6 +79,11 @@ func (c *clientCache) get(ctx context.Context, nn types.NamespacedName, cfg redi
 			return nil, err
 		}
 		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			opened.close()
+			return nil, errStopping
+		}
 		if e = c.entries[key]; e == nil {
 			e = opened
 			c.entries[key] = e
@@ -154,7 +165,7 @@ func (c *clientCache) detach(nn types.NamespacedName, u use) *cacheEntry {
 func (c *clientCache) closeAll() {
 	c.mu.Lock()
 	entries := c.entries
-	c.entries, c.users = map[string]*cacheEntry{}, map[types.NamespacedName]use{}
+	c.entries, c.users, c.closed = map[string]*cacheEntry{}, map[types.NamespacedName]use{}, true
 	c.mu.Unlock()
 	for _, e := range entries {
 		e.close()

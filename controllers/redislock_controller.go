@@ -49,11 +49,12 @@ const (
 
 // Event reasons.
 const (
-	EventLeaderChanged    = "LeaderChanged"
-	EventRedisUnreachable = "RedisUnreachable"
-	EventForceReleased    = "ForceReleased"
-	EventReleasedOnDelete = "ReleasedOnDelete"
-	EventInvalidSpec      = "InvalidSpec"
+	EventLeaderChanged       = "LeaderChanged"
+	EventRedisUnreachable    = "RedisUnreachable"
+	EventForceReleased       = "ForceReleased"
+	EventReleasedOnDelete    = "ReleasedOnDelete"
+	EventNotReleasedOnDelete = "NotReleasedOnDelete"
+	EventInvalidSpec         = "InvalidSpec"
 )
 
 // RedisLockReconciler reflects each RedisLock's live holder into its
@@ -88,9 +89,11 @@ type RedisLockReconciler struct {
 	own     ownWrites
 }
 
-// +kubebuilder:rbac:groups=redislock.io,resources=redislocks,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=redislock.io,resources=redislocks/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=redislock.io,resources=redislocks/finalizers,verbs=update
+// Every write is a patch (metadata, the managed-fields take-over) or an
+// apply (status): no update, and no owner references, so no finalizers
+// subresource.
+// +kubebuilder:rbac:groups=redislock.io,resources=redislocks,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=redislock.io,resources=redislocks/status,verbs=patch
 // +kubebuilder:rbac:groups=redislock.io,resources=redisconnections,verbs=get;list;watch
 // +kubebuilder:rbac:groups=redislock.io,resources=clusterredisconnections,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
@@ -170,7 +173,7 @@ func (r *RedisLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		}
 	}
 	if evictionErr != nil && cfg.EvictingNodes == v1alpha1.EvictingNodesRefuse {
-		setCondition(&rl, v1alpha1.ConditionReady, metav1.ConditionFalse, ReasonEvictionPolicy, "candidates refuse these nodes (spec.redis.evictingNodes: Refuse): "+evictionErr.Error())
+		setCondition(&rl, v1alpha1.ConditionReady, metav1.ConditionFalse, ReasonEvictionPolicy, "candidates refuse these nodes (evictingNodes: Refuse): "+evictionErr.Error())
 	}
 	// Every reconcile, so that a restarted controller shows the holder
 	// before the holder next changes.
@@ -381,6 +384,12 @@ func (r *RedisLockReconciler) finalize(ctx context.Context, rl *v1alpha1.RedisLo
 	if err != nil && !errors.Is(err, redisconn.ErrSecret) && !errors.Is(err, redisconn.ErrConnection) && !errors.Is(err, redisconn.ErrInvalid) && !errors.Is(err, redislock.ErrInvalidOptions) {
 		// Redis down: retry with backoff rather than leave the key.
 		return fmt.Errorf("release on delete: %w", err)
+	}
+	if err != nil {
+		// The spec cannot reach Redis, and will not by waiting: the
+		// object goes, and the user learns that its key stayed.
+		r.Recorder.Eventf(rl, nil, corev1.EventTypeWarning, EventNotReleasedOnDelete, "Delete", "deleted without releasing the lock (deletionPolicy Release): %v", err)
+		logf.FromContext(ctx).Info("deleted without releasing the lock", "error", err.Error())
 	}
 	r.clients.forget(client.ObjectKeyFromObject(rl))
 	controllerutil.RemoveFinalizer(rl, Finalizer)

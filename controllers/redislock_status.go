@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -24,6 +25,7 @@ const (
 	ReasonInvalidSpec        = "InvalidSpec"
 	ReasonSecretNotFound     = "SecretNotFound"
 	ReasonConnectionNotFound = "ConnectionNotFound"
+	ReasonForbidden          = "Forbidden"
 	ReasonNoQuorum           = "NoQuorum"
 	ReasonMalformedValue     = "MalformedValue"
 	ReasonHeld               = "Held"
@@ -49,6 +51,8 @@ func reasonFor(err error) string {
 		return ReasonSecretNotFound
 	case errors.Is(err, redisconn.ErrConnection):
 		return ReasonConnectionNotFound
+	case apierrors.IsForbidden(err):
+		return ReasonForbidden
 	case errors.Is(err, redisconn.ErrInvalid), errors.Is(err, redislock.ErrInvalidOptions):
 		return ReasonInvalidSpec
 	case errors.Is(err, redislock.ErrNoQuorum):

@@ -64,6 +64,7 @@ type RedisConnectionList struct {
 
 // ClusterRedisConnectionSpec is a RedisConnectionSpec whose Secrets are in
 // secretNamespace.
+// +kubebuilder:validation:XValidation:rule="has(self.secretNamespace) == has(oldSelf.secretNamespace) && (!has(self.secretNamespace) || self.secretNamespace == oldSelf.secretNamespace)",message="secretNamespace cannot be changed, set or unset: create a new ClusterRedisConnection instead",fieldPath=".secretNamespace"
 // +kubebuilder:validation:XValidation:rule="has(self.secretNamespace) || !(has(self.usernameSecretRef) || has(self.passwordSecretRef) || has(self.sentinelUsernameSecretRef) || has(self.sentinelPasswordSecretRef) || (has(self.tls) && (has(self.tls.caSecretRef) || has(self.tls.certSecretRef))))",message="secretNamespace is required when the connection names Secrets: a ClusterRedisConnection belongs to no namespace",fieldPath=".secretNamespace"
 type ClusterRedisConnectionSpec struct {
 	RedisConnectionSpec `json:",inline"`
@@ -74,7 +75,6 @@ type ClusterRedisConnectionSpec struct {
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
-	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="secretNamespace cannot be changed: create a new ClusterRedisConnection instead"
 	SecretNamespace string `json:"secretNamespace,omitempty"`
 }
 

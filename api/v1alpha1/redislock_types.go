@@ -324,6 +324,12 @@ type NodeStatus struct {
 	Message string `json:"message,omitempty"`
 }
 
+// ClassLabel assigns a RedisLock to the controllers started with the same
+// -lock-class (and their webhooks), so that several installations can share
+// a cluster, each with its own RedisLocks; a RedisLock without it belongs to
+// the controllers without a class.
+const ClassLabel = "redislock.io/class"
+
 // Condition types of a RedisLock.
 const (
 	// ConditionReady is True when the spec is usable and Redis answers.
@@ -389,6 +395,7 @@ type RedisLockStatus struct {
 // +kubebuilder:resource:shortName=rl,categories=all
 // +kubebuilder:printcolumn:name="Holder",type=string,JSONPath=`.status.holderIdentity`
 // +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.redis.mode`
+// +kubebuilder:printcolumn:name="Connection",type=string,JSONPath=`.status.connection`
 // +kubebuilder:printcolumn:name="Scope",type=string,JSONPath=`.spec.scope`,priority=1
 // +kubebuilder:printcolumn:name="TTL",type=string,JSONPath=`.spec.ttl`
 // +kubebuilder:printcolumn:name="RenewInterval",type=string,JSONPath=`.status.effectiveTiming.renewInterval`,priority=1

@@ -42,7 +42,8 @@ import (
 // install to): a Lease with -leader-elect, or with
 // -leader-election-redislock a RedisLock, whose election events are core
 // events.
-// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=redislock-system,resources=leases,verbs=get;list;watch;create;update;patch;delete
+// client-go's Lease lock gets, creates and updates its Lease, nothing more.
+// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=redislock-system,resources=leases,verbs=get;create;update
 // +kubebuilder:rbac:groups="",namespace=redislock-system,resources=events,verbs=create;patch
 
 // Webhook certificate sources (-webhook-certs).
@@ -142,7 +143,7 @@ func Run(ctx context.Context, args []string) error {
 	kubeconfigPath := kubeconfig.Flag(fs)
 	resync := fs.Duration("resync", 0, "longest time between two inspections of a lock (default 30s)")
 	watchNamespaces := fs.String("watch-namespaces", "", "comma-separated namespaces whose RedisLocks and RedisConnections the controller reconciles (its RBAC can then be Roles there); default: all")
-	lockClass := fs.String("lock-class", "", "reconcile only the RedisLocks labelled "+controllers.ClassLabel+"=<this>; default: only those without the label, so that several controllers can share a cluster")
+	lockClass := fs.String("lock-class", "", "reconcile only the RedisLocks labelled "+v1alpha1.ClassLabel+"=<this>; default: only those without the label, so that several controllers can share a cluster")
 	workers := fs.Int("max-concurrent-reconciles", 4, "how many RedisLocks are reconciled at once: a lock whose Redis is slow to answer holds up one of them for up to its nodeTimeout")
 	var wf webhookFlags
 	wf.bind(fs)
@@ -229,7 +230,7 @@ func Run(ctx context.Context, args []string) error {
 	}
 	if wf.agentImage != "" {
 		agent := inject.Agent{Image: wf.agentImage, ClusterID: clusterID, Resources: agentResources}
-		if err := setupWebhook(mgr, certs, agent); err != nil {
+		if err := setupWebhook(mgr, certs, agent, *lockClass); err != nil {
 			return err
 		}
 	}
@@ -310,10 +311,10 @@ func (w *webhookFlags) certManager(ctx context.Context, cfg *rest.Config, scheme
 	return m, nil
 }
 
-// setupWebhook registers the injector of agent, and certs (if any) to keep
-// the certificate current on every replica.
-func setupWebhook(mgr manager.Manager, certs *webhookcert.Manager, agent inject.Agent) error {
-	wh, err := inject.NewWebhook(mgr.GetAPIReader(), mgr.GetScheme(), agent)
+// setupWebhook registers the injector of agent for the locks of class, and
+// certs (if any) to keep the certificate current on every replica.
+func setupWebhook(mgr manager.Manager, certs *webhookcert.Manager, agent inject.Agent, class string) error {
+	wh, err := inject.NewWebhook(mgr.GetAPIReader(), mgr.GetScheme(), agent, class)
 	if err != nil {
 		return fmt.Errorf("controller: %w", err)
 	}

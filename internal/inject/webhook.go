@@ -32,20 +32,25 @@ type Webhook struct {
 	Reader client.Reader
 	// Agent is what the webhook injects.
 	Agent Agent
+	// Class is the lock class of this webhook's controller: it injects
+	// only for RedisLocks labelled v1alpha1.ClassLabel with it ("": those
+	// without the label), and admits other pods untouched, for the
+	// webhook of their class.
+	Class string
 
 	decoder admission.Decoder
 }
 
 // NewWebhook returns a Webhook that decodes with scheme (which needs
-// core/v1) and injects agent.
-func NewWebhook(r client.Reader, scheme *runtime.Scheme, agent Agent) (*Webhook, error) {
+// core/v1) and injects agent for the RedisLocks of class.
+func NewWebhook(r client.Reader, scheme *runtime.Scheme, agent Agent, class string) (*Webhook, error) {
 	switch {
 	case agent.Image == "":
 		return nil, fmt.Errorf("inject: the agent image is empty")
 	case agent.ClusterID == "":
 		return nil, fmt.Errorf("inject: the cluster identity is empty")
 	}
-	return &Webhook{Reader: r, Agent: agent, decoder: admission.NewDecoder(scheme)}, nil
+	return &Webhook{Reader: r, Agent: agent, Class: class, decoder: admission.NewDecoder(scheme)}, nil
 }
 
 // Handle implements admission.Handler.
@@ -70,6 +75,9 @@ func (w *Webhook) Handle(ctx context.Context, req admission.Request) admission.R
 			return admission.Denied(fmt.Sprintf("annotation %s: RedisLock %q not found in namespace %q; create it, or remove the annotation", LockAnnotation, in.Lock, req.Namespace))
 		}
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("inject: get RedisLock %s: %w", ref, err))
+	}
+	if class := rl.Labels[v1alpha1.ClassLabel]; class != w.Class {
+		return admission.Allowed(fmt.Sprintf("RedisLock %s is of lock class %q, not %q: the webhook of its class injects the agent", in.Lock, class, w.Class))
 	}
 	Apply(&pod, in, w.Agent)
 	mutated, err := json.Marshal(&pod)

@@ -96,7 +96,7 @@ func startWebhook(ctx context.Context, cfg *rest.Config, o *envtest.WebhookInsta
 	if err != nil {
 		return nil, err
 	}
-	wh, err := inject.NewWebhook(mgr.GetAPIReader(), scheme, agent)
+	wh, err := inject.NewWebhook(mgr.GetAPIReader(), scheme, agent, "")
 	if err != nil {
 		return nil, err
 	}
@@ -351,7 +351,7 @@ func TestSecondPassIsIdempotent(t *testing.T) {
 	}
 
 	// The handler itself, called on its own output, returns no patch.
-	wh, err := inject.NewWebhook(k8s, scheme, agent)
+	wh, err := inject.NewWebhook(k8s, scheme, agent, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -504,4 +504,35 @@ func equalResources(a, b corev1.ResourceRequirements) bool {
 		return maps.EqualFunc(x, y, func(p, q resource.Quantity) bool { return p.Cmp(q) == 0 })
 	}
 	return eq(a.Requests, b.Requests) && eq(a.Limits, b.Limits)
+}
+
+// A webhook injects only for the RedisLocks of its controller's lock class,
+// and admits the pods of another class's locks untouched.
+func TestWebhookInjectsOnlyForItsClass(t *testing.T) {
+	ns := namespace(t)
+	blue := &v1alpha1.RedisLock{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "blue", Labels: map[string]string{v1alpha1.ClassLabel: "blue"}},
+		Spec: v1alpha1.RedisLockSpec{Redis: &v1alpha1.RedisConnectionSpec{Addrs: []string{"127.0.0.1:6379"}}}}
+	if err := k8s.Create(context.Background(), blue); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		class, lock string
+		injects     bool
+	}{{"", "lock", true}, {"", "blue", false}, {"blue", "blue", true}, {"blue", "lock", false}} {
+		wh, err := inject.NewWebhook(k8s, scheme, agent, tc.class)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, err := json.Marshal(appPod(ns, map[string]string{inject.LockAnnotation: tc.lock}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := admission.Request{}
+		req.Namespace = ns
+		req.Object.Raw = raw
+		resp := wh.Handle(context.Background(), req)
+		if !resp.Allowed || (len(resp.Patches) > 0) != tc.injects {
+			t.Errorf("webhook of class %q, pod of lock %q: allowed=%t, %d patches (%s); want injected=%t", tc.class, tc.lock, resp.Allowed, len(resp.Patches), resp.Result.Message, tc.injects)
+		}
+	}
 }

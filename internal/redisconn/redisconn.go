@@ -150,11 +150,13 @@ func Resolve(ctx context.Context, r client.Reader, rl *v1alpha1.RedisLock) (Conf
 	default:
 		return Config{}, fmt.Errorf("%w: spec.connectionRef.kind %q: want RedisConnection or ClusterRedisConnection", ErrInvalid, kind)
 	}
+	// Named even when it cannot be read, so that the status says which.
+	used := Config{Connection: string(kind) + "/" + ref.Name}
 	if err := r.Get(ctx, key, obj); err != nil {
 		if apierrors.IsNotFound(err) {
-			return Config{}, fmt.Errorf("%w: spec.connectionRef: %s not found", ErrConnection, named)
+			return used, fmt.Errorf("%w: spec.connectionRef: %s not found", ErrConnection, named)
 		}
-		return Config{}, fmt.Errorf("spec.connectionRef: read %s: %w", named, err)
+		return used, fmt.Errorf("spec.connectionRef: read %s: %w", named, err)
 	}
 	if c, ok := obj.(*v1alpha1.ClusterRedisConnection); ok {
 		ns = c.Spec.SecretNamespace
@@ -162,7 +164,7 @@ func Resolve(ctx context.Context, r client.Reader, rl *v1alpha1.RedisLock) (Conf
 		ns = rl.Namespace
 	}
 	cfg, err := resolveConnection(ctx, r, ns, named+": spec", spec)
-	cfg.Connection = string(kind) + "/" + ref.Name
+	cfg.Connection = used.Connection
 	return cfg, err
 }
 

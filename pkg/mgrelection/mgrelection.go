@@ -66,11 +66,12 @@ type Election struct {
 	close func()
 }
 
-// ForRedisLock reads the RedisLock ref and its Secrets through cfg (the
-// candidate needs get on redislocks and secrets, and create on events, in
-// ref's namespace, election events going on the RedisLock; and for a lock
-// of scope Cluster, get on namespace kube-system, whose UID names the
-// cluster) and
+// ForRedisLock reads the RedisLock ref, the connection it names and their
+// Secrets through cfg (the candidate needs get on redislocks, secrets and
+// redisconnections, and create on events, in ref's namespace, election
+// events going on the RedisLock; for a lock on a ClusterRedisConnection,
+// get on it and on its Secrets in their namespace; and for a lock of scope
+// Cluster, get on namespace kube-system, whose UID names the cluster) and
 // returns an Election for identity; "" means the POD_NAME environment
 // variable, else the hostname (redislock.Options' default). Close it after the manager stops.
 func ForRedisLock(ctx context.Context, cfg *rest.Config, ref types.NamespacedName, identity string) (*Election, error) {

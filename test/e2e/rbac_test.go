@@ -151,15 +151,24 @@ spec:
 					t.Fatalf("%v\n%s", err, out)
 				}
 			}
+			// Another class's lock, and one without a class: not this
+			// controller's.
+			for name, labels := range map[string]string{"other-class": "{redislock.io/class: not-" + class + "}", "unclassed": "{}"} {
+				l := strings.Replace(strings.Replace(lock, "name: guarded", "name: "+name, 1), "labels: {redislock.io/class: "+class+"}", "labels: "+labels, 1)
+				if out, err := kubectlIn(t, l, "apply", "-n", locks, "-f", "-"); err != nil {
+					t.Fatalf("%v\n%s", err, out)
+				}
+			}
 			run := func() []string {
 				return append(controllerArgs(t, manifest)[1:], "-kubeconfig="+kubeconfigAs(t, ns, release+"-redislock-controller"),
 					"-metrics-bind-address=0", "-health-probe-bind-address=0", "-webhook-port="+strings.Split(freeAddr(t), ":")[1], "-webhook-cert-dir="+certDir)
 			}
 			ctrl := startController(t, []string{"POD_NAMESPACE=" + ns, "POD_NAME=" + release + "-0"}, run()...)
-			ready := func(n string) string {
-				out, _ := kubectl(t, "get", "-n", n, "redislock", "guarded", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+			readyOf := func(n, name string) string {
+				out, _ := kubectl(t, "get", "-n", n, "redislock", name, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
 				return out
 			}
+			ready := func(n string) string { return readyOf(n, "guarded") }
 			waitUntil(t, 60*time.Second, "the lock of the controller's class Ready", func() bool { return ready(locks) == "True" })
 			if tc.watchOnly {
 				// Reconciled by now, had the controller seen it.
@@ -172,6 +181,12 @@ spec:
 				})
 			} else {
 				waitUntil(t, 30*time.Second, "the other namespace's lock Ready", func() bool { return ready(other) == "True" })
+			}
+			// Reconciled by now, were they the controller's (-lock-class).
+			for _, name := range []string{"other-class", "unclassed"} {
+				if got := readyOf(locks, name); got != "" {
+					t.Errorf("the lock %s, not of class %s, has Ready=%q; want no status", name, class, got)
+				}
 			}
 			if tc.secret != "" {
 				waitUntil(t, 30*time.Second, "the webhook configuration's caBundle set", func() bool {
