@@ -2,6 +2,7 @@ package controllers_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -87,8 +88,10 @@ func TestLockOnClusterRedisConnection(t *testing.T) {
 	}
 
 	// Its servers cannot change under the locks on it.
-	conn.Spec.Addrs = []string{"127.0.0.1:1"}
-	if err := k8s.Update(ctx, conn); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "addrs cannot be changed") {
+	// A patch: the controller writes the connection's finalizer meanwhile.
+	edited := conn.DeepCopy()
+	edited.Spec.Addrs = []string{"127.0.0.1:1"}
+	if err := k8s.Patch(ctx, edited, client.MergeFrom(conn)); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "addrs cannot be changed") {
 		t.Fatalf("changing a connection's addrs: %v; want Invalid saying addrs cannot be changed", err)
 	}
 }
@@ -163,5 +166,77 @@ func TestConnectionsInEveryMode(t *testing.T) {
 		if tc.mode == v1alpha1.ModeRedlock && len(got.Status.Nodes) != 3 {
 			t.Fatalf("Redlock through a connection: status.nodes %+v; want the 3 nodes", got.Status.Nodes)
 		}
+	}
+}
+
+// A connection in use cannot go: its deletion waits, with an event naming
+// the RedisLocks on it, until they are gone, so that it cannot be created
+// again with other servers under their candidates. An unused one goes at
+// once.
+func TestConnectionInUseWaitsForItsLocks(t *testing.T) {
+	ns := namespace(t)
+	ctx := context.Background()
+	finalizer := controllers.ConnectionFinalizer("", nil)
+	unused := &v1alpha1.RedisConnection{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "unused"}, Spec: v1alpha1.RedisConnectionSpec{Addrs: []string{"127.0.0.1:1"}}}
+	used := &v1alpha1.RedisConnection{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "used"}, Spec: v1alpha1.RedisConnectionSpec{Addrs: []string{"127.0.0.1:1"}}}
+	cluster := &v1alpha1.ClusterRedisConnection{ObjectMeta: metav1.ObjectMeta{Name: "used-" + ns}, Spec: v1alpha1.ClusterRedisConnectionSpec{RedisConnectionSpec: v1alpha1.RedisConnectionSpec{Addrs: []string{"127.0.0.1:1"}}}}
+	onUsed, onCluster := onConnection(ns, "on-used", v1alpha1.KindRedisConnection, "used"), onConnection(ns, "on-cluster", v1alpha1.KindClusterRedisConnection, cluster.Name)
+	create(t, unused, used, cluster, onUsed, onCluster)
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), cluster) })
+	for _, c := range []client.Object{used, cluster} {
+		waitFor(t, 10*time.Second, "the finalizer on "+c.GetName(), func() (bool, any) {
+			err := k8s.Get(ctx, client.ObjectKeyFromObject(c), c)
+			return err == nil && slices.Contains(c.GetFinalizers(), finalizer), c.GetFinalizers()
+		})
+	}
+	if err := k8s.Delete(ctx, unused); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the unused connection gone", func() (bool, any) {
+		err := k8s.Get(ctx, client.ObjectKeyFromObject(unused), unused)
+		return apierrors.IsNotFound(err), err
+	})
+	for _, c := range []client.Object{used, cluster} {
+		if err := k8s.Delete(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitEvent(t, ns, "used", controllers.EventConnectionInUse)
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(used), used); err != nil || used.DeletionTimestamp.IsZero() {
+		t.Fatalf("the connection in use: %v, deletionTimestamp %v; want it there, being deleted", err, used.DeletionTimestamp)
+	}
+	for _, pair := range []struct {
+		lock *v1alpha1.RedisLock
+		conn client.Object
+	}{{onUsed, used}, {onCluster, cluster}} {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(pair.conn), pair.conn); err != nil {
+			t.Fatalf("%s went while %s used it: %v", pair.conn.GetName(), pair.lock.Name, err)
+		}
+		if err := k8s.Delete(ctx, pair.lock); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 10*time.Second, pair.conn.GetName()+" gone after its lock", func() (bool, any) {
+			err := k8s.Get(ctx, client.ObjectKeyFromObject(pair.conn), pair.conn)
+			return apierrors.IsNotFound(err), err
+		})
+	}
+}
+
+// A ClusterRedisConnection with allowedNamespaces serves only the locks of
+// those namespaces; the others are told why.
+func TestClusterRedisConnectionAllowedNamespaces(t *testing.T) {
+	s := redistest.Start(t, redisproc.Options{})
+	in, out := namespace(t), namespace(t)
+	conn := &v1alpha1.ClusterRedisConnection{ObjectMeta: metav1.ObjectMeta{Name: "allowed-" + in}, Spec: v1alpha1.ClusterRedisConnectionSpec{
+		RedisConnectionSpec: v1alpha1.RedisConnectionSpec{Addrs: []string{s.Addr}}, AllowedNamespaces: []string{in},
+	}}
+	create(t, conn)
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), conn) })
+	allowed, refused := onConnection(in, "l", v1alpha1.KindClusterRedisConnection, conn.Name), onConnection(out, "l", v1alpha1.KindClusterRedisConnection, conn.Name)
+	create(t, allowed, refused)
+	waitLock(t, allowed, 10*time.Second, "Ready in an allowed namespace", isCond(v1alpha1.ConditionReady, metav1.ConditionTrue, controllers.ReasonReady))
+	got := waitLock(t, refused, 10*time.Second, "InvalidSpec elsewhere", isCond(v1alpha1.ConditionReady, metav1.ConditionFalse, controllers.ReasonInvalidSpec))
+	if msg := condition(got, v1alpha1.ConditionReady).Message; !strings.Contains(msg, "does not allow namespace "+out) {
+		t.Fatalf("Ready message %q does not say the namespace is not allowed", msg)
 	}
 }

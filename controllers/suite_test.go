@@ -59,6 +59,10 @@ func run(m *testing.M, cfg *rest.Config) (int, error) {
 	if err := r.SetupWithManager(mgr); err != nil {
 		return 0, err
 	}
+	protection := &controllers.ConnectionProtection{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("redislock-controller"), Finalizer: controllers.ConnectionFinalizer("", nil)}
+	if err := protection.SetupWithManager(mgr); err != nil {
+		return 0, err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()

@@ -76,6 +76,16 @@ type ClusterRedisConnectionSpec struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
 	SecretNamespace string `json:"secretNamespace,omitempty"`
+	// allowedNamespaces are the namespaces whose RedisLocks may use the
+	// connection (and so have the controller use its credentials for
+	// them: force-release, release on delete, status); empty: every
+	// namespace. A lock elsewhere is Ready=False, InvalidSpec.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=63
+	AllowedNamespaces []string `json:"allowedNamespaces,omitempty"`
 }
 
 // ClusterRedisConnection says how to reach one Redis deployment, for the

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
+	"slices"
 	"os"
 	"strings"
 	"time"
@@ -226,6 +228,11 @@ func Run(ctx context.Context, args []string) error {
 	}
 	r := &controllers.RedisLockReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("redislock-controller"), Resync: *resync, ClusterID: clusterID, MaxConcurrentReconciles: *workers}
 	if err := r.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("controller: setup: %w", err)
+	}
+	protection := &controllers.ConnectionProtection{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("redislock-controller"),
+		Finalizer: controllers.ConnectionFinalizer(*lockClass, slices.Collect(maps.Keys(cacheOpts.DefaultNamespaces)))}
+	if err := protection.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("controller: setup: %w", err)
 	}
 	if wf.agentImage != "" {

@@ -12,6 +12,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -159,6 +160,9 @@ func Resolve(ctx context.Context, r client.Reader, rl *v1alpha1.RedisLock) (Conf
 		return used, fmt.Errorf("spec.connectionRef: read %s: %w", named, err)
 	}
 	if c, ok := obj.(*v1alpha1.ClusterRedisConnection); ok {
+		if allowed := c.Spec.AllowedNamespaces; len(allowed) > 0 && !slices.Contains(allowed, rl.Namespace) {
+			return used, fmt.Errorf("%w: spec.connectionRef: %s does not allow namespace %s (its spec.allowedNamespaces: %s)", ErrInvalid, named, rl.Namespace, strings.Join(allowed, ", "))
+		}
 		ns = c.Spec.SecretNamespace
 	} else {
 		ns = rl.Namespace
