@@ -8,8 +8,8 @@ import (
 	"flag"
 	"fmt"
 	"maps"
-	"slices"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
