@@ -18,7 +18,7 @@ import (
 // refused a resubscription, with a PING per 30s of silence to find out. Call stop to unsubscribe.
 func (c *Client) WatchReleases(ctx context.Context, name string) (wake <-chan struct{}, stop func()) {
 	ch := make(chan struct{}, 1)
-	channel := lockevents.Channel(name)
+	channel := keysFor(c.opts.KeyPrefix, name).channel()
 	subs := make([]*redis.PubSub, len(c.nodes))
 	var wg sync.WaitGroup
 	for i, n := range c.nodes {
