@@ -3,7 +3,8 @@
 -- KEYS[2]  the fencing counter ("redislock:{<name>}:fence"); it expires once
 --          the lock has been idle for ARGV[4]
 -- KEYS[3]  the validity ("redislock:{<name>}:until"): server time in ms until
---          which the last grant or renewal is valid; it expires then
+--          which the last grant or renewal is valid; it never expires, so
+--          that no volatile-* eviction policy can take it (see keys.go)
 -- KEYS[4]  the holder's metadata ("redislock:{<name>}:meta")
 -- ARGV[1]  the value to store (see value.go)
 -- ARGV[2]  the ttl in milliseconds
@@ -62,7 +63,7 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
   local fence = redis.call('INCR', KEYS[2])
   redis.call('PEXPIRE', KEYS[2], ARGV[4])
   local valid = now + tonumber(ARGV[2])
-  redis.call('SET', KEYS[3], valid, 'PXAT', valid)
+  redis.call('SET', KEYS[3], valid)
   if ARGV[5] ~= '' then
     redis.call('SET', KEYS[4], ARGV[5], 'PX', ARGV[2])
   else

@@ -61,7 +61,8 @@
 // Each node keeps one counter per lock name (redislock:{name}:fence). It
 // expires once the lock has gone max(24h, 100 × ttl) without a grant, a
 // renewal or a raise, so that locks named per entity (an order, a user)
-// leave no key behind; the lock's other keys expire with the lock. It
+// leave no key behind once released (a holder that crashed leaves its small
+// validity key, which must not expire: see keys.go). It
 // counts grants, not attempts: an acquisition adds one on
 // each node that granted it, and an attempt that fails to win a majority
 // takes its count back when it gives its keys back, so a counter does not

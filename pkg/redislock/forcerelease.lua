@@ -25,7 +25,7 @@ if pttl < 0 then
 else
   valid = math.max(valid, now + pttl)
 end
-redis.call('SET', KEYS[2], valid, 'PXAT', valid)
+redis.call('SET', KEYS[2], valid)
 redis.call('DEL', KEYS[1], KEYS[3])
 redis.call('PUBLISH', KEYS[1] .. ':events', 'released')
 return valid - now

@@ -14,10 +14,13 @@ import (
 //	                   been idle (no grant, renewal or raise) for
 //	                   max(24h, 100 × ttl): see fenceLifetime
 //	P{<name>}:until    in server time (ms since the epoch), until when the
-//	                   last grant or renewal is valid, and expiring then,
-//	                   so that a vanished lock key (DEL, eviction,
-//	                   force-release) is not free before its holder's time
-//	                   is up
+//	                   last grant or renewal is valid, so that a vanished
+//	                   lock key (DEL, eviction, force-release) is not free
+//	                   before its holder's time is up. It never expires:
+//	                   with an expiry a volatile-* eviction policy could
+//	                   take it with the lock key. Release deletes it; a
+//	                   holder that never released leaves it until the
+//	                   name's next grant
 //	P{<name>}:meta     the holder's metadata (ObtainOptions.Metadata),
 //	                   living as long as the lock key
 //	P{<name>}:events   the pub/sub channel ("acquired", "released"); the

@@ -15,7 +15,7 @@ local v = redis.call('GET', KEYS[1])
 if v == ARGV[1] then
   local t = redis.call('TIME')
   local valid = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[2])
-  redis.call('SET', KEYS[2], valid, 'PXAT', valid)
+  redis.call('SET', KEYS[2], valid)
   redis.call('PEXPIRE', KEYS[3], ARGV[3])
   redis.call('PEXPIRE', KEYS[4], ARGV[2])
   return redis.call('PEXPIRE', KEYS[1], ARGV[2])

@@ -27,7 +27,7 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   end
   local t = redis.call('TIME')
   local valid = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[2])
-  redis.call('SET', KEYS[3], valid, 'PXAT', valid)
+  redis.call('SET', KEYS[3], valid)
   if ARGV[5] ~= '' then
     redis.call('SET', KEYS[4], ARGV[5], 'PX', ARGV[2])
   end
