@@ -399,7 +399,8 @@ func notHolding(replies []reply) []int {
 	return idx
 }
 
-// Refresh extends the lock to its ttl from now, by compare-and-pexpire on
+// Refresh extends the lock to its ttl from now (the ttl it was obtained
+// with, or the last one RefreshTTL set), by compare-and-pexpire on
 // every node. On success the local deadline moves forward, and where a node
 // no longer has the key at all (Redlock: a split vote left it free, it was
 // deleted, the node restarted) Refresh puts it back with the lock's fencing

@@ -104,7 +104,9 @@ func (c *Client) ObtainWait(ctx context.Context, name string, ttl time.Duration,
 		)
 		switch {
 		case errors.As(err, &guarded):
-			if deadline, ok := ctx.Deadline(); ok && deadline.Before(clock.Now().Add(guarded.Wait)) {
+			// A context's deadline runs on the real clock, whatever
+			// the Client's is.
+			if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < guarded.Wait {
 				return nil, fmt.Errorf("%w: %w", context.DeadlineExceeded, err)
 			}
 			d = afterRefusal(h, ttl, ttl*2/15)
