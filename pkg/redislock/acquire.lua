@@ -1,11 +1,16 @@
 -- acquire.lua: take a free lock and hand out the next fencing token.
 -- KEYS[1]  the lock key ("redislock:{<name>}"), holding the holder's value
--- KEYS[2]  the fencing counter ("redislock:{<name>}:fence"); it never expires
+-- KEYS[2]  the fencing counter ("redislock:{<name>}:fence"); it expires once
+--          the lock has been idle for ARGV[4]
 -- KEYS[3]  the validity ("redislock:{<name>}:until"): server time in ms until
---          which the last grant or renewal is valid; it never expires
+--          which the last grant or renewal is valid; it never expires, so
+--          that no volatile-* eviction policy can take it (see keys.go)
+-- KEYS[4]  the holder's metadata ("redislock:{<name>}:meta")
 -- ARGV[1]  the value to store (see value.go)
 -- ARGV[2]  the ttl in milliseconds
 -- ARGV[3]  "1" when the nodes never lose an acknowledged write (AssumeDurable)
+-- ARGV[4]  the fencing counter's lifetime in milliseconds (see keys.go)
+-- ARGV[5]  the holder's metadata, "" for none
 -- Reply    taken: the new fencing token (see below).
 --          held:  {counter, PTTL of the lock key in ms, the holder's value}.
 --          held back: {reason, ms until the node may grant the lock}, where
@@ -48,12 +53,22 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
   -- restart guard puts at least a ttl between the two). Whole milliseconds
   -- make the nodes of one Redlock acquisition usually start equal, so the
   -- holder need not raise the lagging counters (fence.lua) on a fresh name.
+  -- A counter that expired after its lifetime of idleness starts anew the
+  -- same way: the lifetime is far longer than any ttl, so the clock has moved
+  -- on by far more than the grants counted since the counter started.
   redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) -- free: always set
   if fresh then
     redis.call('SET', KEYS[2], now .. '000')
   end
   local fence = redis.call('INCR', KEYS[2])
-  redis.call('SET', KEYS[3], now + tonumber(ARGV[2]))
+  redis.call('PEXPIRE', KEYS[2], ARGV[4])
+  local valid = now + tonumber(ARGV[2])
+  redis.call('SET', KEYS[3], valid)
+  if ARGV[5] ~= '' then
+    redis.call('SET', KEYS[4], ARGV[5], 'PX', ARGV[2])
+  else
+    redis.call('DEL', KEYS[4])
+  end
   redis.call('PUBLISH', KEYS[1] .. ':events', 'acquired')
   return fence
 end

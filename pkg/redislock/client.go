@@ -3,6 +3,7 @@ package redislock
 import (
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -62,6 +63,15 @@ type Options struct {
 	// reach, so no holder's belief outlives the key. Default 0: no wait.
 	// Not for Cluster clients, whose pipelines go by key.
 	WaitReplicas int
+
+	// KeyPrefix starts the name of every key and channel of a lock, so
+	// that applications sharing one Redis keep apart: a lock called name
+	// lives in KeyPrefix + "{" + name + "}" and keys derived from it (see
+	// the README's Keys). It must not contain braces, which would break the
+	// Cluster hash tag around the name. Clients that share locks must use
+	// the same prefix; the RedisLock controller reads the default one.
+	// Default: DefaultKeyPrefix ("redislock:").
+	KeyPrefix string
 }
 
 // Client acquires locks on one Redis node, or with the Redlock algorithm on
@@ -78,14 +88,25 @@ type Client struct {
 	opts    Options
 	replies sync.Pool // of *replyBuf
 	durable string    // acquire.lua's ARGV[3]: "1" with AssumeDurable
+	// fenceLife is the lifetime of an idle fencing counter for a lock of
+	// a ttl: fenceLifetime, which tests shorten.
+	fenceLife func(ttl time.Duration) time.Duration
 }
+
+// fenceLifetime is how long a lock's fencing counter outlives the lock's
+// last grant or renewal: max(24h, 100 × ttl). Far longer than any ttl, so
+// that a counter that expired and starts again at the server's clock (times
+// 1000) starts above every token handed out before it (S3), and short
+// enough that locks named per entity (an order, a user) leave no key
+// behind for long.
+func fenceLifetime(ttl time.Duration) time.Duration { return max(24*time.Hour, 100*ttl) }
 
 // New returns a Client over nodes, each an independent Redis deployment
 // (a standalone server, a Sentinel-managed master or a Cluster). It checks
 // the options and returns an error wrapping ErrInvalidOptions that names the
 // broken rule: there must be an odd number of nodes, none nil; NodeTimeout
-// must not be negative; Identity must follow the rules above. New does no
-// I/O.
+// must not be negative; Identity must follow the rules above; KeyPrefix
+// must not contain a brace. New does no I/O.
 func New(nodes []redis.UniversalClient, opts *Options) (*Client, error) {
 	var o Options
 	if opts != nil {
@@ -109,6 +130,12 @@ func New(nodes []redis.UniversalClient, opts *Options) (*Client, error) {
 	case o.NodeTimeout == 0:
 		o.NodeTimeout = DefaultNodeTimeout
 	}
+	switch {
+	case o.KeyPrefix == "":
+		o.KeyPrefix = DefaultKeyPrefix
+	case strings.ContainsAny(o.KeyPrefix, "{}"):
+		return nil, fmt.Errorf("%w: KeyPrefix %q contains a brace, which would break the Cluster hash tag around lock names", ErrInvalidOptions, o.KeyPrefix)
+	}
 	if o.WaitReplicas < 0 {
 		return nil, fmt.Errorf("%w: WaitReplicas %d is negative", ErrInvalidOptions, o.WaitReplicas)
 	}
@@ -118,7 +145,7 @@ func New(nodes []redis.UniversalClient, opts *Options) (*Client, error) {
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
 	}
-	c := &Client{quorum: len(nodes)/2 + 1, opts: o, durable: "0"}
+	c := &Client{quorum: len(nodes)/2 + 1, opts: o, durable: "0", fenceLife: fenceLifetime}
 	if o.AssumeDurable {
 		c.durable = "1"
 	}

@@ -16,7 +16,8 @@
 // where it went missing (holder repair), which can only refuse others. Watchdog renews
 // a held lock in the background, and Elector campaigns for leadership,
 // sleeping until the holder's key would expire and waking at once when it
-// is released (pub/sub).
+// is released (pub/sub). ObtainWait waits for one lock the same way, until
+// it is granted or its context ends.
 //
 // # What is guaranteed
 //
@@ -57,8 +58,12 @@
 //
 // # What a fencing counter means
 //
-// Each node keeps one counter per lock name (redislock:{name}:fence, never
-// expiring). It counts grants, not attempts: an acquisition adds one on
+// Each node keeps one counter per lock name (redislock:{name}:fence). It
+// expires once the lock has gone max(24h, 100 × ttl) without a grant, a
+// renewal or a raise, so that locks named per entity (an order, a user)
+// leave no key behind once released (a holder that crashed leaves its small
+// validity key, which must not expire: see keys.go). It
+// counts grants, not attempts: an acquisition adds one on
 // each node that granted it, and an attempt that fails to win a majority
 // takes its count back when it gives its keys back, so a counter does not
 // grow while a holder stays, however many standbys try. The holder's token
@@ -80,8 +85,10 @@
 //
 // Fencing counters start at the server's clock in whole milliseconds since
 // the epoch, times 1000 (then +1 per grant), so a counter lost with the
-// node's data starts again above every token handed out before, as long as
-// the server's clock does not step back (S3 across a restart).
+// node's data, or expired after its idle lifetime, starts again above every
+// token handed out before, as long as the server's clock does not step back
+// (by more than the lifetime, for an expired one) and fewer than 1000 grants
+// of the lock come per millisecond (S3 across a restart and an expiry).
 //
 // A Sentinel failover to an asynchronous replica that had not yet received
 // the key loses it too. Options.WaitReplicas makes every acquire and renew
@@ -99,4 +106,18 @@
 // Redlock's safety also rests on the nodes' clocks not running faster than
 // the drift allowance over one ttl; processes' clocks may differ
 // arbitrarily, as only durations measured locally are used.
+//
+// # Why New takes go-redis clients, not a narrow interface
+//
+// bsm/redislock takes a redis.Scripter, which a test double can implement.
+// This package needs more of a node than running scripts: Subscribe, whose
+// *redis.PubSub only a real connection produces, to wake waiters on a
+// release; the autopipeliner, so that concurrent calls share round trips;
+// a pipeline of the script and WAIT on one connection for
+// Options.WaitReplicas; INFO for CheckIndependent and CheckEviction; and
+// the client's options, to name the node and to know whether it honours
+// context deadlines. An interface narrow enough to fake by hand would lose
+// release wake-ups or WAIT, so New takes redis.UniversalClient. For unit
+// tests of code that uses locks, package redislockfake gives a real
+// Client over in-memory nodes, with a clock the test moves.
 package redislock

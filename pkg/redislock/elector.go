@@ -30,6 +30,9 @@ type ElectorOptions struct {
 	// OnNewLeader runs when the observed leader changes, with its
 	// identity, this candidate's included. Optional.
 	OnNewLeader func(identity string)
+	// Metadata is published beside this candidate's lock while it leads
+	// (see ObtainOptions.Metadata). Optional; at most MaxMetadataLen bytes.
+	Metadata string
 }
 
 // Elector campaigns for one lock and leads while it holds it, over and
@@ -60,6 +63,9 @@ func (c *Client) NewElector(o ElectorOptions) (*Elector, error) {
 	}
 	if o.OnStartedLeading == nil {
 		return nil, fmt.Errorf("%w: OnStartedLeading is nil", ErrInvalidOptions)
+	}
+	if err := checkMetadata(o.Metadata); err != nil {
+		return nil, err
 	}
 	return &Elector{c: c, o: o}, nil
 }
@@ -108,7 +114,7 @@ func (e *Elector) State() State {
 	if l == nil || held.Err() != nil {
 		return s
 	}
-	if until := l.after(e.o.RenewDeadline); s.At.Before(until) {
+	if until := l.stepDown(e.o.RenewDeadline); s.At.Before(until) {
 		s.Leading, s.Leader, s.Fence, s.ValidUntil, s.Err = true, e.c.opts.Identity, l.Fence(), until, nil
 	}
 	return s
@@ -136,7 +142,7 @@ func (e *Elector) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		l, h, err := e.c.obtain(ctx, e.o.Name, e.o.TTL)
+		l, h, err := e.c.obtain(ctx, e.o.Name, e.o.TTL, e.o.Metadata)
 		var wait time.Duration
 		switch {
 		case err == nil:
@@ -194,11 +200,17 @@ func sentinelOf(err error) error {
 // the candidates that split the nodes give them back, or their keys expire,
 // and an immediate retry would meet the same rivals again.
 func (e *Elector) afterRefusal(h held) time.Duration {
-	wait := min(h.free, e.o.TTL)
+	return afterRefusal(h, e.o.TTL, e.o.RenewInterval)
+}
+
+// afterRefusal is how long a candidate for a lock of ttl, which backs off
+// within renewInterval after a split, waits after an attempt that found h.
+func afterRefusal(h held, ttl, renewInterval time.Duration) time.Duration {
+	wait := min(h.free, ttl)
 	if h.split {
-		wait = min(wait, e.o.RenewInterval/8+rand.N(e.o.RenewInterval*7/8))
+		wait = min(wait, renewInterval/8+rand.N(renewInterval*7/8))
 	}
-	return wait + rand.N(e.o.TTL/200+2*time.Millisecond)
+	return wait + rand.N(ttl/200+2*time.Millisecond)
 }
 
 // jitter returns d scaled by a random factor in [0.5, 1.5), so that

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/redislock/redislock/pkg/redislock"
 )
@@ -96,4 +97,119 @@ func ExampleClient_NewElector() {
 	// Output:
 	// leading; fencing token > 0: true
 	// stopped leading
+}
+
+func ExampleClient_ObtainWait() {
+	rc := redis.NewClient(&redis.Options{Addr: exampleAddr, ContextTimeoutEnabled: true})
+	defer func() { _ = rc.Close() }()
+	locks, err := redislock.New([]redis.UniversalClient{rc}, &redislock.Options{Identity: "worker-1", AssumeDurable: true})
+	if err != nil {
+		panic(err)
+	}
+	other, err := redislock.New([]redis.UniversalClient{rc}, &redislock.Options{Identity: "worker-2", AssumeDurable: true})
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	first, err := other.Obtain(ctx, "invoice-42", time.Minute)
+	if err != nil {
+		panic(err)
+	}
+	go func() {
+		// worker-2 finishes: its release wakes the waiter at once.
+		_ = first.Release(ctx)
+	}()
+
+	// Wait up to 10s: woken by the release, not by polling.
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	lock, err := locks.ObtainWait(wctx, "invoice-42", time.Minute, &redislock.ObtainOptions{
+		Metadata: "10.0.0.7:8080",
+		// At most 5 attempts; after a Redis fault, retry after 100ms, then 200ms, ...
+		Retry: &wait.Backoff{Steps: 5, Duration: 100 * time.Millisecond, Factor: 2},
+	})
+	if errors.Is(err, context.DeadlineExceeded) {
+		fmt.Println("still held after 10s:", err)
+		return
+	}
+	if err != nil {
+		panic(err)
+	}
+	defer func() { _ = lock.Release(ctx) }()
+	h, err := other.Inspect(ctx, "invoice-42")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("holder:", h.Identity, "metadata:", h.Metadata, "fence above the first:", lock.Fence() > first.Fence())
+	// Output: holder: worker-1 metadata: 10.0.0.7:8080 fence above the first: true
+}
+
+func ExampleOptions_keyPrefix() {
+	rc := redis.NewClient(&redis.Options{Addr: exampleAddr, ContextTimeoutEnabled: true})
+	defer func() { _ = rc.Close() }()
+	// Two applications on one Redis: each names its keys under its own
+	// prefix, so "reports" of one is not "reports" of the other.
+	billing, err := redislock.New([]redis.UniversalClient{rc}, &redislock.Options{KeyPrefix: "billing:", AssumeDurable: true})
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	lock, err := billing.Obtain(ctx, "reports", time.Minute)
+	if err != nil {
+		panic(err)
+	}
+	defer func() { _ = lock.Release(ctx) }()
+	n, err := rc.Exists(ctx, "billing:{reports}").Result()
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("billing:{reports} exists:", n == 1)
+	// Output: billing:{reports} exists: true
+}
+
+func ExampleLock_TTL() {
+	rc := redis.NewClient(&redis.Options{Addr: exampleAddr, ContextTimeoutEnabled: true})
+	defer func() { _ = rc.Close() }()
+	locks, err := redislock.New([]redis.UniversalClient{rc}, &redislock.Options{AssumeDurable: true})
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	lock, err := locks.Obtain(ctx, "ttl-example", time.Minute)
+	if err != nil {
+		panic(err)
+	}
+	defer func() { _ = lock.Release(ctx) }()
+	left, err := lock.TTL(ctx) // what Redis holds, on a majority of nodes
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("more than 50s left:", left > 50*time.Second)
+	// Output: more than 50s left: true
+}
+
+func ExampleLock_RefreshTTL() {
+	rc := redis.NewClient(&redis.Options{Addr: exampleAddr, ContextTimeoutEnabled: true})
+	defer func() { _ = rc.Close() }()
+	locks, err := redislock.New([]redis.UniversalClient{rc}, &redislock.Options{AssumeDurable: true})
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	lock, err := locks.Obtain(ctx, "migration", 10*time.Second)
+	if err != nil {
+		panic(err)
+	}
+	defer func() { _ = lock.Release(ctx) }()
+	// The work turns out long: hold it for 10 minutes from now, and
+	// renew with that from then on.
+	if err := lock.RefreshTTL(ctx, 10*time.Minute); err != nil {
+		panic(err)
+	}
+	left, err := lock.TTL(ctx)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("more than 9 minutes left:", left > 9*time.Minute)
+	// Output: more than 9 minutes left: true
 }

@@ -1,7 +1,19 @@
 package redislock
 
+import "time"
+
 // The value format, for the external tests that read or forge lock keys.
 type Value = value
 
 // ParseValue is parseValue.
 var ParseValue = parseValue
+
+// FenceLifetime is fenceLifetime.
+var FenceLifetime = fenceLifetime
+
+// SetFenceLifetime makes every fencing counter of c live d after its
+// lock's last grant or renewal, whatever the ttl, so that tests can see
+// counters expire.
+func SetFenceLifetime(c *Client, d time.Duration) {
+	c.fenceLife = func(time.Duration) time.Duration { return d }
+}

@@ -26,9 +26,9 @@ func (c *Client) ForceRelease(ctx context.Context, name string, ttl time.Duratio
 	if value == "" || (err != nil && !errors.Is(err, ErrMalformedValue)) {
 		return r, err
 	}
-	keys := keysFor(name)
+	keys := keysFor(c.opts.KeyPrefix, name)
 	ttlMs := ttl.Milliseconds()
-	replies, buf := c.each(ctx, c.all, forceReleaseScript, forceReleaseScript.args(&keys.lock, &keys.until, &value, &ttlMs))
+	replies, buf := c.each(ctx, c.all, forceReleaseScript, forceReleaseScript.args(&keys.lock, &keys.until, &keys.meta, &value, &ttlMs))
 	defer c.done(buf)
 	failed := false
 	for _, rep := range replies {

@@ -6,6 +6,7 @@
 -- until then (acquire.lua).
 -- KEYS[1]  the lock key
 -- KEYS[2]  the validity key (see acquire.lua)
+-- KEYS[3]  the holder's metadata, deleted with the lock key
 -- ARGV[1]  the value to release
 -- ARGV[2]  the ttl in milliseconds to hold candidates back for when the key
 --          had no expiry (its holder, if alive, renewed within it)
@@ -25,6 +26,6 @@ else
   valid = math.max(valid, now + pttl)
 end
 redis.call('SET', KEYS[2], valid)
-redis.call('DEL', KEYS[1])
+redis.call('DEL', KEYS[1], KEYS[3])
 redis.call('PUBLISH', KEYS[1] .. ':events', 'released')
 return valid - now

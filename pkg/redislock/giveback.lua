@@ -7,6 +7,7 @@
 -- KEYS[2]  the fencing counter
 -- KEYS[3]  the validity key (see acquire.lua): our acquire set it, over a
 --          validity that had passed, so it goes with our key
+-- KEYS[4]  the holder's metadata, which our acquire set
 -- ARGV[1]  the failed acquisition's value
 -- Reply    1 if deleted, 0 if the key is missing or holds another value.
 --
@@ -16,8 +17,9 @@
 -- or, after a raise, to one below our token: never below a token that a
 -- holder used, and our token was never used (S3). A key that expired before
 -- the give-back keeps its count: the counter may run ahead, never behind.
+-- DECR keeps the counter's lifetime.
 if redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('DEL', KEYS[1], KEYS[3])
+  redis.call('DEL', KEYS[1], KEYS[3], KEYS[4])
   redis.call('DECR', KEYS[2])
   return 1
 end

@@ -25,6 +25,10 @@ type Holder struct {
 	// FreeIn is how long until the holder's keys expire on enough nodes
 	// for a majority to be free, if it does not renew; 0 when free.
 	FreeIn time.Duration
+	// Metadata is what the holder published with its lock
+	// (ObtainOptions.Metadata), as stored beside its value; "" when free
+	// or when it published none.
+	Metadata string
 	// Nodes says, for each node in order, whether it answered.
 	Nodes []NodeState
 }
@@ -52,8 +56,8 @@ func (c *Client) inspect(ctx context.Context, name string) (Holder, string, erro
 	if err := checkName(name); err != nil {
 		return Holder{}, "", err
 	}
-	keys := keysFor(name)
-	replies, buf := c.each(ctx, c.all, inspectScript, inspectScript.args(&keys.lock, &keys.fence))
+	keys := keysFor(c.opts.KeyPrefix, name)
+	replies, buf := c.each(ctx, c.all, inspectScript, inspectScript.args(&keys.lock, &keys.fence, &keys.meta))
 	defer c.done(buf)
 	var (
 		h       Holder
@@ -90,6 +94,12 @@ func (c *Client) inspect(ctx context.Context, name string) (Holder, string, erro
 		return h, "", nil // no one holds a majority, so no one leads
 	}
 	h.Identity, h.FreeIn, h.NoExpiry = seen.identity, seen.free, seen.free == noExpiry
+	for _, hr := range holders {
+		if hr.value == seen.value && hr.meta != "" {
+			h.Metadata = hr.meta
+			break
+		}
+	}
 	if seen.fence > 0 {
 		h.Fence = seen.fence
 	}
@@ -102,9 +112,10 @@ func (c *Client) inspect(ctx context.Context, name string) (Holder, string, erro
 // parseInspect decodes inspect.lua's reply.
 func parseInspect(v any) (heldReply, int64, error) {
 	a, ok := v.([]any)
-	if !ok {
-		return heldReply{}, 0, fmt.Errorf("%w: inspect replied %T", ErrMalformedValue, v)
+	if !ok || len(a) != 4 {
+		return heldReply{}, 0, fmt.Errorf("%w: inspect replied %T, want 4 elements", ErrMalformedValue, v)
 	}
-	hr, err := parseHeld(a)
+	hr, err := parseHeld(a[:3])
+	hr.meta, _ = a[3].(string)
 	return hr, hr.counter, err
 }

@@ -1,7 +1,9 @@
 -- inspect.lua: read a lock's state in one atomic step, for observers.
 -- KEYS[1]  the lock key
 -- KEYS[2]  the fencing counter
+-- KEYS[3]  the holder's metadata
 -- Reply    {counter, PTTL of the lock key in ms (-2 when absent), the
---          holder's value or false}: the layout of acquire.lua's "held".
+--          holder's value or false, the holder's metadata or false}: the
+--          layout of acquire.lua's "held", and the metadata.
 local counter = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
-return {counter, redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[1])}
+return {counter, redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[1]), redis.call('GET', KEYS[3])}

@@ -5,30 +5,43 @@ import (
 	"strings"
 )
 
-// Redis names derived from a lock name. The name sits in a hash tag, so a
-// lock's keys share one Cluster slot:
+// Redis names derived from a lock name and Options.KeyPrefix (P, default
+// "redislock:"). The name sits in a hash tag, so a lock's keys share one
+// Cluster slot:
 //
-//	redislock:{<name>}          the lock key, holding the holder's value
-//	redislock:{<name>}:fence    the fencing counter, never expiring
-//	redislock:{<name>}:until    in server time (ms since the epoch), until
-//	                            when the last grant or renewal is valid;
-//	                            never expiring, so that a vanished lock key
-//	                            (DEL, eviction, force-release) is not free
-//	                            before its holder's time is up
-//	redislock:{<name>}:events   the pub/sub channel ("acquired", "released"),
-//	                            named by internal/lockevents; the scripts
-//	                            derive it from the lock key the same way
+//	P{<name>}          the lock key, holding the holder's value
+//	P{<name>}:fence    the fencing counter; it expires once the lock has
+//	                   been idle (no grant, renewal or raise) for
+//	                   max(24h, 100 × ttl): see fenceLifetime
+//	P{<name>}:until    in server time (ms since the epoch), until when the
+//	                   last grant or renewal is valid, so that a vanished
+//	                   lock key (DEL, eviction, force-release) is not free
+//	                   before its holder's time is up. It never expires:
+//	                   with an expiry a volatile-* eviction policy could
+//	                   take it with the lock key. Release deletes it; a
+//	                   holder that never released leaves it until the
+//	                   name's next grant
+//	P{<name>}:meta     the holder's metadata (ObtainOptions.Metadata),
+//	                   living as long as the lock key
+//	P{<name>}:events   the pub/sub channel ("acquired", "released"); the
+//	                   scripts derive it from the lock key the same way
 type lockKeys struct {
 	name  string
 	lock  string
 	fence string
 	until string
+	meta  string
 }
 
+// DefaultKeyPrefix is the prefix of every key and channel of a lock when
+// Options.KeyPrefix is empty.
+const DefaultKeyPrefix = "redislock:"
+
 const (
-	keyPrefix   = "redislock:{"
-	fenceSuffix = "}:fence"
-	untilSuffix = "}:until"
+	fenceSuffix  = "}:fence"
+	untilSuffix  = "}:until"
+	metaSuffix   = "}:meta"
+	eventsSuffix = ":events"
 )
 
 // checkName enforces the rules of lock names: non-empty and free of
@@ -43,39 +56,56 @@ func checkName(name string) error {
 	return nil
 }
 
-// newAcquisition lays out the keys of a checked name and a fresh value for
-// identity in one allocation: the strings share a buffer.
-func newAcquisition(name, identity string) (lockKeys, string) {
+// newAcquisition lays out the keys of a checked name under prefix and a
+// fresh value for identity in one allocation: the strings share a buffer.
+func newAcquisition(prefix, name, identity string) (lockKeys, string) {
 	var b strings.Builder
-	n := len(keyPrefix) + len(name) + len(fenceSuffix)
-	b.Grow(2*n + valueLen(identity))
-	writeKeys(&b, name)
+	n := keysLen(prefix, name)
+	b.Grow(n + valueLen(identity))
+	writeKeys(&b, prefix, name)
 	writeValue(&b, identity)
 	s := b.String()
-	return splitKeys(name, s[:2*n]), s[2*n:]
+	return splitKeys(prefix, name, s[:n]), s[n:]
 }
 
-// keysFor lays out the keys of a checked name, for calls that write no
-// value.
-func keysFor(name string) lockKeys {
+// keysFor lays out the keys of a checked name under prefix, for calls that
+// write no value.
+func keysFor(prefix, name string) lockKeys {
 	var b strings.Builder
-	b.Grow(2 * (len(keyPrefix) + len(name) + len(fenceSuffix)))
-	writeKeys(&b, name)
-	return splitKeys(name, b.String())
+	b.Grow(keysLen(prefix, name))
+	writeKeys(&b, prefix, name)
+	return splitKeys(prefix, name, b.String())
 }
 
-// writeKeys writes the fence key, then the until key, of name.
-func writeKeys(b *strings.Builder, name string) {
-	for _, suffix := range []string{fenceSuffix, untilSuffix} {
-		b.WriteString(keyPrefix)
+var suffixes = [...]string{fenceSuffix, untilSuffix, metaSuffix}
+
+// keysLen is the length of what writeKeys writes.
+func keysLen(prefix, name string) int {
+	n := 0
+	for _, s := range suffixes {
+		n += len(prefix) + 1 + len(name) + len(s)
+	}
+	return n
+}
+
+// writeKeys writes the fence, until and meta keys of name, in that order.
+func writeKeys(b *strings.Builder, prefix, name string) {
+	for _, suffix := range suffixes {
+		b.WriteString(prefix)
+		b.WriteByte('{')
 		b.WriteString(name)
 		b.WriteString(suffix)
 	}
 }
 
-// splitKeys takes the fence and until keys from s, as writeKeys wrote
-// them, and the lock key from the fence key, of which it is a prefix.
-func splitKeys(name, s string) lockKeys {
-	fence, until := s[:len(s)/2], s[len(s)/2:]
-	return lockKeys{name: name, lock: fence[:len(fence)-len(fenceSuffix)+1], fence: fence, until: until}
+// splitKeys takes the keys from s, as writeKeys wrote them, and the lock
+// key from the fence key, of which it is a prefix.
+func splitKeys(prefix, name, s string) lockKeys {
+	base := len(prefix) + 1 + len(name)
+	fence, s := s[:base+len(fenceSuffix)], s[base+len(fenceSuffix):]
+	until, meta := s[:base+len(untilSuffix)], s[base+len(untilSuffix):]
+	return lockKeys{name: name, lock: fence[:base+1], fence: fence, until: until, meta: meta}
 }
+
+// channel is the events channel of the lock whose keys are k.
+func (k lockKeys) channel() string { return k.lock + eventsSuffix }

@@ -13,14 +13,19 @@ import (
 // protected resource while Valid reports true, and must pass Fence along to
 // any downstream system that can reject stale writers.
 type Lock struct {
-	client *Client
-	keys   lockKeys
-	value  string
-	ttl    time.Duration
-	ttlMs  int64
-	fence  int64
+	client   *Client
+	keys     lockKeys
+	value    string
+	metadata string
+	fence    int64
+
+	// refreshing serializes renewals, so that one with a new ttl and the
+	// watchdog's cannot overtake each other.
+	refreshing sync.Mutex
 
 	mu sync.Mutex
+	// ttl is the ttl of the last successful acquire or renew.
+	ttl time.Duration
 	// renewed is when the last successful acquire or renew was sent; zero
 	// once the lock is released or known lost.
 	renewed time.Time
@@ -32,8 +37,9 @@ func (l *Lock) Name() string { return l.keys.name }
 // Identity returns the holder identity stored with the lock.
 func (l *Lock) Identity() string { return l.client.opts.Identity }
 
-// TTL returns the ttl the lock is acquired and renewed with.
-func (l *Lock) TTL() time.Duration { return l.ttl }
+// Metadata returns the metadata the lock was obtained with
+// (ObtainOptions.Metadata), which observers read with Inspect.
+func (l *Lock) Metadata() string { return l.metadata }
 
 // Fence returns the lock's fencing token: greater than the token of every
 // earlier acquisition of the same name on the same nodes (S3), as long as the
@@ -46,18 +52,71 @@ func (l *Lock) Fence() int64 { return l.fence }
 // of the ttl plus 2ms). It is the zero time once the lock is released or
 // known lost.
 func (l *Lock) Deadline() time.Time {
-	return l.after(l.ttl - drift(l.ttl))
-}
-
-// after returns the instant d after the last successful acquire or renew
-// was sent, or the zero time once the lock is released or lost.
-func (l *Lock) after(d time.Duration) time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return l.deadline()
+}
+
+// deadline is Deadline, with l.mu held.
+func (l *Lock) deadline() time.Time {
 	if l.renewed.IsZero() {
 		return time.Time{}
 	}
-	return l.renewed.Add(d)
+	return l.renewed.Add(l.ttl - drift(l.ttl))
+}
+
+// stepDown returns the instant a holder that renews with renewDeadline
+// must stop believing: renewDeadline after the last successful acquire or
+// renew, and no later than Deadline (which a renewal with a shorter ttl
+// may have brought forward). It is the zero time once the lock is
+// released or lost.
+func (l *Lock) stepDown(renewDeadline time.Duration) time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	d := l.deadline()
+	if d.IsZero() {
+		return d
+	}
+	if until := l.renewed.Add(renewDeadline); until.Before(d) {
+		return until
+	}
+	return d
+}
+
+// TTL reads from Redis how long the lock has left: the time until fewer
+// than a majority of nodes hold its key, if it is not renewed (on one node,
+// the key's PTTL). It is what the nodes say, not what the holder may
+// believe: that ends earlier, at Deadline. It returns the largest duration
+// when the keys have no expiry, an error wrapping ErrLockLost when more
+// than N-quorum nodes no longer hold the lock's token (the lock is then
+// invalid), and one wrapping ErrNoQuorum when too few nodes answered.
+func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
+	c := l.client
+	replies, buf := c.each(ctx, c.all, lockTTLScript, lockTTLScript.args(&l.keys.lock, &l.value))
+	defer c.done(buf)
+	var left []time.Duration
+	gone := 0
+	for _, r := range replies {
+		switch ms, ok := r.val.(int64); {
+		case !ok:
+		case ms == -1:
+			left = append(left, noExpiry)
+		case ms < 0:
+			gone++
+		default:
+			left = append(left, time.Duration(ms)*time.Millisecond)
+		}
+	}
+	switch {
+	case len(left) >= c.quorum:
+		// The quorum-th longest: until then a majority holds the key.
+		slices.Sort(left)
+		return left[len(left)-c.quorum], nil
+	case gone > len(c.nodes)-c.quorum:
+		l.invalidate()
+		return 0, fmt.Errorf("%w: %q: %d of %d nodes no longer hold its token", ErrLockLost, l.keys.name, gone, len(c.nodes))
+	}
+	return 0, fmt.Errorf("ttl of %q: %w", l.keys.name, nodeErrors(ErrNoQuorum, replies))
 }
 
 // Valid reports whether the local deadline is still ahead. It reads the
@@ -78,7 +137,7 @@ func (l *Lock) Valid() bool {
 // *GuardedError says how long) or ErrNoQuorum (too few nodes answered, or
 // too slowly).
 func (c *Client) Obtain(ctx context.Context, name string, ttl time.Duration) (*Lock, error) {
-	l, _, err := c.obtain(ctx, name, ttl)
+	l, _, err := c.obtain(ctx, name, ttl, "")
 	return l, err
 }
 
@@ -105,18 +164,37 @@ type held struct {
 	vanished bool
 }
 
-func (c *Client) obtain(ctx context.Context, name string, ttl time.Duration) (*Lock, held, error) {
-	if err := checkName(name); err != nil {
-		return nil, held{}, err
-	}
-	if err := c.checkTTL(ttl); err != nil {
+func (c *Client) obtain(ctx context.Context, name string, ttl time.Duration, metadata string) (*Lock, held, error) {
+	if err := c.checkObtain(name, ttl, metadata); err != nil {
 		return nil, held{}, err
 	}
 	clock := c.opts.Clock
 	start := clock.Now()
-	l, h, err := c.acquire(ctx, name, ttl, start)
+	l, h, err := c.acquire(ctx, name, ttl, metadata, start)
 	c.opts.Metrics.Acquire(name, clock.Now().Sub(start), err)
 	return l, h, err
+}
+
+// checkObtain checks the arguments of an acquisition, one message per
+// broken rule.
+func (c *Client) checkObtain(name string, ttl time.Duration, metadata string) error {
+	if err := checkName(name); err != nil {
+		return err
+	}
+	if err := c.checkTTL(ttl); err != nil {
+		return err
+	}
+	return checkMetadata(metadata)
+}
+
+// MaxMetadataLen is the longest metadata, in bytes, a lock can carry.
+const MaxMetadataLen = 4096
+
+func checkMetadata(md string) error {
+	if len(md) > MaxMetadataLen {
+		return fmt.Errorf("%w: Metadata is %d bytes, longer than %d", ErrInvalidOptions, len(md), MaxMetadataLen)
+	}
+	return nil
 }
 
 func (c *Client) checkTTL(ttl time.Duration) error {
@@ -129,10 +207,11 @@ func (c *Client) checkTTL(ttl time.Duration) error {
 	return nil
 }
 
-func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, start time.Time) (*Lock, held, error) {
-	keys, value := newAcquisition(name, c.opts.Identity)
-	l := &Lock{client: c, keys: keys, value: value, ttl: ttl, ttlMs: ttl.Milliseconds()}
-	replies, buf := c.each(ctx, c.all, acquireScript, acquireScript.args(&l.keys.lock, &l.keys.fence, &l.keys.until, &l.value, &l.ttlMs, &c.durable))
+func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, metadata string, start time.Time) (*Lock, held, error) {
+	keys, value := newAcquisition(c.opts.KeyPrefix, name, c.opts.Identity)
+	l := &Lock{client: c, keys: keys, value: value, metadata: metadata, ttl: ttl}
+	ttlMs, fenceMs := ttl.Milliseconds(), c.fenceLife(ttl).Milliseconds()
+	replies, buf := c.each(ctx, c.all, acquireScript, acquireScript.args(&l.keys.lock, &l.keys.fence, &l.keys.until, &l.keys.meta, &l.value, &ttlMs, &c.durable, &fenceMs, &l.metadata))
 	defer c.done(buf)
 	var (
 		took    []int
@@ -163,7 +242,7 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, st
 		}
 	}
 	if len(took) >= c.quorum {
-		err := c.commitFence(ctx, l, took, replies)
+		err := c.commitFence(ctx, l, took, replies, fenceMs)
 		if err == nil {
 			if c.opts.Clock.Now().Before(start.Add(ttl - drift(ttl))) {
 				l.renewed = start
@@ -197,7 +276,7 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, st
 // earlier acquisition reached every node) a majority already knows it.
 // Otherwise fence.lua raises the lower counters, and any later majority,
 // which must overlap this one, starts above the token (S3).
-func (c *Client) commitFence(ctx context.Context, l *Lock, took []int, replies []reply) error {
+func (c *Client) commitFence(ctx context.Context, l *Lock, took []int, replies []reply, fenceMs int64) error {
 	var behind []int
 	for _, i := range took {
 		if replies[i].val.(int64) < l.fence {
@@ -207,7 +286,7 @@ func (c *Client) commitFence(ctx context.Context, l *Lock, took []int, replies [
 	if len(behind) == 0 {
 		return nil
 	}
-	raised, buf := c.each(ctx, behind, fenceScript, fenceScript.args(&l.keys.lock, &l.keys.fence, &l.value, &l.fence))
+	raised, buf := c.each(ctx, behind, fenceScript, fenceScript.args(&l.keys.lock, &l.keys.fence, &l.value, &l.fence, &fenceMs))
 	defer c.done(buf)
 	known := len(took) - len(behind)
 	for _, i := range behind {
@@ -230,7 +309,8 @@ type heldReply struct {
 	pttl     time.Duration // negative when the key has no expiry; the wait when guarded
 	value    string        // "" when guarded
 	guarded  bool
-	vanished bool // guarded for a vanished key, not by the restart guard
+	vanished bool   // guarded for a vanished key, not by the restart guard
+	meta     string // the holder's metadata, read by Inspect only
 }
 
 func parseHeld(v []any) (heldReply, error) {
@@ -319,7 +399,8 @@ func notHolding(replies []reply) []int {
 	return idx
 }
 
-// Refresh extends the lock to its ttl from now, by compare-and-pexpire on
+// Refresh extends the lock to its ttl from now (the ttl it was obtained
+// with, or the last one RefreshTTL set), by compare-and-pexpire on
 // every node. On success the local deadline moves forward, and where a node
 // no longer has the key at all (Redlock: a split vote left it free, it was
 // deleted, the node restarted) Refresh puts it back with the lock's fencing
@@ -331,10 +412,35 @@ func notHolding(replies []reply) []int {
 // lock's token (the lock is then lost for good), and one wrapping
 // ErrNoQuorum when too few nodes answered (the deadline stays; try again).
 func (l *Lock) Refresh(ctx context.Context) error {
+	l.mu.Lock()
+	ttl := l.ttl
+	l.mu.Unlock()
+	return l.refreshTTL(ctx, ttl)
+}
+
+// RefreshTTL is Refresh with a new ttl, which later renewals (Refresh, a
+// Watchdog) keep: on success the local deadline becomes the start of this
+// renewal plus ttl less drift, earlier than before when ttl is shorter. A
+// failed renewal with a shorter ttl may have shortened the keys on some
+// nodes, so it brings the deadline forward to what ttl would give, if
+// that is earlier; it never moves it later. A watchdog running meanwhile
+// steps down at the earlier of its RenewDeadline and the new deadline.
+// The ttl follows Obtain's rules (positive, whole milliseconds, longer
+// than NodeTimeout); otherwise the error wraps ErrInvalidOptions.
+func (l *Lock) RefreshTTL(ctx context.Context, ttl time.Duration) error {
+	if err := l.client.checkTTL(ttl); err != nil {
+		return err
+	}
+	return l.refreshTTL(ctx, ttl)
+}
+
+func (l *Lock) refreshTTL(ctx context.Context, ttl time.Duration) error {
+	l.refreshing.Lock()
+	defer l.refreshing.Unlock()
 	c := l.client
 	clock := c.opts.Clock
 	start := clock.Now()
-	err := l.refresh(ctx, start)
+	err := l.refresh(ctx, start, ttl)
 	c.opts.Metrics.Renew(l.keys.name, clock.Now().Sub(start), err)
 	if errors.Is(err, ErrLockLost) {
 		c.opts.Metrics.Lost(l.keys.name)
@@ -342,13 +448,14 @@ func (l *Lock) Refresh(ctx context.Context) error {
 	return err
 }
 
-func (l *Lock) refresh(ctx context.Context, start time.Time) error {
+func (l *Lock) refresh(ctx context.Context, start time.Time, ttl time.Duration) error {
 	if !l.Valid() {
 		l.invalidate()
 		return fmt.Errorf("%w: %q: its local deadline has passed", ErrLockLost, l.keys.name)
 	}
 	c := l.client
-	replies, buf := c.each(ctx, c.all, renewScript, renewScript.args(&l.keys.lock, &l.keys.until, &l.value, &l.ttlMs))
+	ttlMs, fenceMs := ttl.Milliseconds(), c.fenceLife(ttl).Milliseconds()
+	replies, buf := c.each(ctx, c.all, renewScript, renewScript.args(&l.keys.lock, &l.keys.until, &l.keys.fence, &l.keys.meta, &l.value, &ttlMs, &fenceMs))
 	defer c.done(buf)
 	ok, gone := 0, 0
 	var missing []int
@@ -367,16 +474,28 @@ func (l *Lock) refresh(ctx context.Context, start time.Time) error {
 	case ok >= c.quorum:
 		l.mu.Lock()
 		if !l.renewed.IsZero() {
-			l.renewed = start
+			l.renewed, l.ttl = start, ttl
 		}
 		l.mu.Unlock()
-		l.restore(ctx, missing)
+		l.restore(ctx, missing, ttlMs, fenceMs)
 		return nil
 	case gone > len(c.nodes)-c.quorum:
 		l.invalidate()
 		return fmt.Errorf("%w: %q: %d of %d nodes no longer hold its token", ErrLockLost, l.keys.name, gone, len(c.nodes))
 	default:
+		l.shorten(start, ttl)
 		return fmt.Errorf("renew %q: %w", l.keys.name, nodeErrors(ErrNoQuorum, replies))
+	}
+}
+
+// shorten brings the deadline forward to what a renewal sent at start
+// with ttl would give, if that is earlier: after a renewal that failed
+// with a shorter ttl, some nodes may have shortened their keys.
+func (l *Lock) shorten(start time.Time, ttl time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if d := l.deadline(); !d.IsZero() && start.Add(ttl-drift(ttl)).Before(d) {
+		l.renewed, l.ttl = start, ttl
 	}
 }
 
@@ -386,12 +505,12 @@ func (l *Lock) refresh(ctx context.Context, start time.Time) error {
 // is held, and every standby's attempt takes that node and gives it back.
 // The outcome changes nothing about l's validity, so a failure is only
 // logged: the next renewal tries again.
-func (l *Lock) restore(ctx context.Context, idx []int) {
+func (l *Lock) restore(ctx context.Context, idx []int, ttlMs, fenceMs int64) {
 	if len(idx) == 0 {
 		return
 	}
 	c := l.client
-	replies, buf := c.each(ctx, idx, restoreScript, restoreScript.args(&l.keys.lock, &l.keys.fence, &l.keys.until, &l.value, &l.ttlMs, &l.fence))
+	replies, buf := c.each(ctx, idx, restoreScript, restoreScript.args(&l.keys.lock, &l.keys.fence, &l.keys.until, &l.keys.meta, &l.value, &ttlMs, &l.fence, &fenceMs, &l.metadata))
 	defer c.done(buf)
 	var errs []error
 	for _, i := range idx {
@@ -425,7 +544,7 @@ func (l *Lock) Release(ctx context.Context) error {
 }
 
 func (c *Client) release(ctx context.Context, l *Lock, idx []int) error {
-	return c.deleteKeys(ctx, l, idx, releaseScript, releaseScript.args(&l.keys.lock, &l.keys.until, &l.value))
+	return c.deleteKeys(ctx, l, idx, releaseScript, releaseScript.args(&l.keys.lock, &l.keys.until, &l.keys.meta, &l.value))
 }
 
 // deleteKeys runs a compare-and-delete script (release.lua or giveback.lua)
@@ -462,7 +581,7 @@ func (c *Client) giveBack(ctx context.Context, l *Lock, idx []int) {
 	}
 	ctx = context.WithoutCancel(ctx)
 	go func() {
-		err := c.deleteKeys(ctx, l, idx, givebackScript, givebackScript.args(&l.keys.lock, &l.keys.fence, &l.keys.until, &l.value))
+		err := c.deleteKeys(ctx, l, idx, givebackScript, givebackScript.args(&l.keys.lock, &l.keys.fence, &l.keys.until, &l.keys.meta, &l.value))
 		if err != nil && !errors.Is(err, ErrNotHeld) {
 			c.opts.Logger.V(1).Info("could not give back a failed acquisition; its keys expire within the ttl", "lock", l.keys.name, "error", err.Error())
 		}

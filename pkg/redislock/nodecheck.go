@@ -75,7 +75,9 @@ var ErrEvictionPolicy = errors.New("redislock: eviction policy")
 // that can evict the lock's keys. Under a volatile-* policy Redis may evict
 // a lock key (it has a ttl): the holder then loses the lock at its next
 // renewal and the lock is granted again only once the holder's time is up,
-// so S1 holds but leadership changes for no reason. Under an allkeys-*
+// so S1 holds but leadership changes for no reason; it may evict a fencing
+// counter too (it expires after a long idle time), which then starts again
+// above every earlier token, as after a restart. Under an allkeys-*
 // policy Redis may also evict the fencing counter and the validity key, and
 // with them the protection against a vanished key: run such nodes with
 // noeviction, or give the locks a Redis of their own. Nodes that do not

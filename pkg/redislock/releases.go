@@ -17,8 +17,10 @@ import (
 // is not missed; it resubscribes after a node fault, and after the server
 // refused a resubscription, with a PING per 30s of silence to find out. Call stop to unsubscribe.
 func (c *Client) WatchReleases(ctx context.Context, name string) (wake <-chan struct{}, stop func()) {
+	// stop ends the keepers too while they back off between resubscriptions.
+	ctx, cancel := context.WithCancel(ctx)
 	ch := make(chan struct{}, 1)
-	channel := lockevents.Channel(name)
+	channel := keysFor(c.opts.KeyPrefix, name).channel()
 	subs := make([]*redis.PubSub, len(c.nodes))
 	var wg sync.WaitGroup
 	for i, n := range c.nodes {
@@ -45,6 +47,7 @@ func (c *Client) WatchReleases(ctx context.Context, name string) (wake <-chan st
 		}()
 	}
 	return ch, func() {
+		cancel()
 		for _, s := range subs {
 			_ = s.Close()
 		}

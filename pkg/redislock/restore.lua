@@ -8,9 +8,12 @@
 -- KEYS[1]  the lock key
 -- KEYS[2]  the fencing counter
 -- KEYS[3]  the validity key (see acquire.lua)
+-- KEYS[4]  the holder's metadata
 -- ARGV[1]  the holder's value
 -- ARGV[2]  the ttl in milliseconds
 -- ARGV[3]  the holder's fencing token
+-- ARGV[4]  the fencing counter's lifetime in milliseconds (see acquire.lua)
+-- ARGV[5]  the holder's metadata, "" for none
 -- Reply    1 if restored, 0 if the key exists (another candidate took it).
 --
 -- The counter is raised to the holder's token, so that any later majority
@@ -18,10 +21,16 @@
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   local counter = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
   if counter < tonumber(ARGV[3]) then
-    redis.call('SET', KEYS[2], ARGV[3])
+    redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[4])
+  else
+    redis.call('PEXPIRE', KEYS[2], ARGV[4])
   end
   local t = redis.call('TIME')
-  redis.call('SET', KEYS[3], tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[2]))
+  local valid = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[2])
+  redis.call('SET', KEYS[3], valid)
+  if ARGV[5] ~= '' then
+    redis.call('SET', KEYS[4], ARGV[5], 'PX', ARGV[2])
+  end
   return 1
 end
 return 0

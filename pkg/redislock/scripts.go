@@ -34,27 +34,27 @@ func (s *script) args(keysAndArgs ...any) []any {
 var (
 	//go:embed acquire.lua
 	acquireLua    string
-	acquireScript = newScript(acquireLua, "3", true)
+	acquireScript = newScript(acquireLua, "4", true)
 
 	//go:embed renew.lua
 	renewLua    string
-	renewScript = newScript(renewLua, "2", true)
+	renewScript = newScript(renewLua, "4", true)
 
 	//go:embed release.lua
 	releaseLua    string
-	releaseScript = newScript(releaseLua, "2", false)
+	releaseScript = newScript(releaseLua, "3", false)
 
 	//go:embed giveback.lua
 	givebackLua    string
-	givebackScript = newScript(givebackLua, "3", false)
+	givebackScript = newScript(givebackLua, "4", false)
 
 	//go:embed restore.lua
 	restoreLua    string
-	restoreScript = newScript(restoreLua, "3", true)
+	restoreScript = newScript(restoreLua, "4", true)
 
 	//go:embed forcerelease.lua
 	forceReleaseLua    string
-	forceReleaseScript = newScript(forceReleaseLua, "2", true)
+	forceReleaseScript = newScript(forceReleaseLua, "3", true)
 
 	//go:embed fence.lua
 	fenceLua    string
@@ -62,5 +62,9 @@ var (
 
 	//go:embed inspect.lua
 	inspectLua    string
-	inspectScript = newScript(inspectLua, "2", false)
+	inspectScript = newScript(inspectLua, "3", false)
+
+	//go:embed lockttl.lua
+	lockTTLLua    string
+	lockTTLScript = newScript(lockTTLLua, "1", false)
 )

@@ -43,7 +43,7 @@ func (l *Lock) watch(ctx context.Context, t Timing) (context.Context, func() err
 		cancel(fmt.Errorf("%w: %q: no renewal succeeded within %v", ErrLockLost, l.keys.name, t.RenewDeadline))
 	}
 	until := func() time.Duration {
-		d := l.after(t.RenewDeadline)
+		d := l.stepDown(t.RenewDeadline)
 		if d.IsZero() {
 			return 0
 		}

@@ -1,0 +1,149 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// ObtainOptions are the options of one ObtainWait. A nil *ObtainOptions
+// gives the defaults.
+type ObtainOptions struct {
+	// Metadata is a small value (at most MaxMetadataLen bytes) stored
+	// beside the holder's value for as long as the lock is held, for
+	// observers to read with Inspect: an address, a progress marker.
+	// Lock.Metadata returns it. Default: none.
+	Metadata string
+
+	// Retry, when set, bounds the attempts: at most Retry.Steps of them
+	// (at least 1; 1 tries once, as Obtain does). After an attempt that
+	// failed for a fault (ErrNoQuorum: nodes down, slow or refusing) the
+	// next one waits Retry's next delay: Duration at first, then
+	// multiplied by Factor (0 or at least 1) after each, up to Cap when
+	// Cap is set, each spread by Jitter. An attempt that found a holder is
+	// retried when the holder releases, or when its keys would expire,
+	// whatever Retry says: waiting never polls. Retry itself is not
+	// changed. Default: nil, attempts until ctx ends, and a fault is
+	// retried after a random 1/15 to 3/15 of the ttl.
+	Retry *wait.Backoff
+}
+
+// checkRetry enforces the rules of ObtainOptions.Retry, one message per
+// rule; each rule keeps a retry after a fault from coming at once.
+func checkRetry(b *wait.Backoff) error {
+	switch {
+	case b == nil:
+		return nil
+	case b.Steps < 1:
+		return fmt.Errorf("%w: Retry.Steps %d allows no attempt", ErrInvalidOptions, b.Steps)
+	case b.Duration <= 0:
+		return fmt.Errorf("%w: Retry.Duration %v is not positive: a retry after a fault would come at once", ErrInvalidOptions, b.Duration)
+	case b.Factor != 0 && b.Factor < 1:
+		return fmt.Errorf("%w: Retry.Factor %v is below 1: the delays after faults would shrink towards none", ErrInvalidOptions, b.Factor)
+	}
+	return nil
+}
+
+// ObtainWait acquires the lock called name for ttl, as Obtain does, and
+// when the lock is held by another, waits until it is granted or ctx ends.
+// It does not poll: it sleeps until the holder's keys would expire and
+// wakes at once when the holder releases (it subscribes to the lock's
+// release messages, as WatchReleases does, after its first attempt fails).
+// After a race that no one won (Redlock: candidates split the nodes) it
+// backs off at random within 2/15 of the ttl. It waits out the restart
+// guard (ErrGuarded) for the time the nodes report, and gives up at once
+// when ctx's deadline comes before that time. Each attempt costs one
+// script call per node, as Obtain's.
+//
+// When ctx ends first, the error wraps ctx's error (context.Canceled or
+// context.DeadlineExceeded) and that of the last attempt: ErrNotObtained
+// (another holds it), ErrGuarded (a *GuardedError says how long it is held
+// back) or ErrNoQuorum. When o.Retry's attempts are used up, the error is
+// the last attempt's. Invalid arguments give an error wrapping
+// ErrInvalidOptions before any I/O.
+func (c *Client) ObtainWait(ctx context.Context, name string, ttl time.Duration, o *ObtainOptions) (*Lock, error) {
+	var opts ObtainOptions
+	if o != nil {
+		opts = *o
+	}
+	if err := c.checkObtain(name, ttl, opts.Metadata); err != nil {
+		return nil, err
+	}
+	if err := checkRetry(opts.Retry); err != nil {
+		return nil, err
+	}
+	var retry wait.Backoff
+	if opts.Retry != nil {
+		retry = *opts.Retry
+	}
+	clock := c.opts.Clock
+	var (
+		wake <-chan struct{}
+		last error
+	)
+	for attempt := 1; ; attempt++ {
+		l, h, err := c.obtain(ctx, name, ttl, opts.Metadata)
+		switch {
+		case err == nil:
+			return l, nil
+		case ctx.Err() != nil:
+			if last == nil {
+				last = err
+			}
+			return nil, waitEnded(ctx, name, last)
+		case opts.Retry != nil && attempt >= opts.Retry.Steps:
+			return nil, fmt.Errorf("%d attempts: %w", attempt, err)
+		}
+		last = err
+		var (
+			d       time.Duration
+			guarded *GuardedError
+		)
+		switch {
+		case errors.As(err, &guarded):
+			// A context's deadline runs on the real clock, whatever
+			// the Client's is.
+			if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < guarded.Wait {
+				return nil, fmt.Errorf("%w: %w", context.DeadlineExceeded, err)
+			}
+			d = afterRefusal(h, ttl, ttl*2/15)
+		case errors.Is(err, ErrNotObtained):
+			d = afterRefusal(h, ttl, ttl*2/15)
+			if wake == nil {
+				// A release between this refusal and the subscription
+				// would go unheard: try again at once once subscribed.
+				d = 0
+			}
+		case opts.Retry != nil:
+			d = retry.Step()
+		default:
+			d = jitter(ttl * 2 / 15)
+		}
+		if wake == nil {
+			var stop func()
+			wake, stop = c.WatchReleases(ctx, name)
+			defer stop()
+		}
+		if d == 0 {
+			continue
+		}
+		timer := clock.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil, waitEnded(ctx, name, last)
+		case <-wake:
+		case <-timer.C():
+		}
+		timer.Stop()
+	}
+}
+
+// waitEnded is ObtainWait's error when ctx ended before the lock was
+// granted.
+func waitEnded(ctx context.Context, name string, last error) error {
+	return fmt.Errorf("waiting for %q: %w: %w", name, context.Cause(ctx), last)
+}
