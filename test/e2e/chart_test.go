@@ -349,7 +349,10 @@ const crdUpgrade = "helm show crds CHART | kubectl apply --server-side --force-c
 // on CRDs that helm install created: without --force-conflicts the apply
 // would conflict with Helm's field manager.
 func TestHelmCRDUpgradeInstructionIsOneAndWorks(t *testing.T) {
-	notes, err := helm(t, "install", "rl", chartDir(), "-n", "ops", "--dry-run=client")
+	// A release name of its own and no cluster-wide agent roles: even a
+	// client dry run refuses to "take over" cluster-scoped objects that
+	// other tests created without Helm's labels.
+	notes, err := helm(t, "install", "notes", chartDir(), "-n", "ops", "--dry-run=client", "--set", "agentRole.create=false")
 	if err != nil {
 		t.Fatalf("helm install --dry-run=client: %v\n%s", err, notes)
 	}
