@@ -113,11 +113,12 @@ func (p *ConnectionProtection) SetupWithManager(mgr ctrl.Manager) error {
 		err := ctrl.NewControllerManagedBy(mgr).
 			For(obj).
 			Watches(&v1alpha1.RedisLock{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-				ref := o.(*v1alpha1.RedisLock).Spec.ConnectionRef
-				if ref == nil || ref.Kind != kind && !(ref.Kind == "" && kind == v1alpha1.KindRedisConnection) {
+				used := connectionOf(o) // "<kind>/<name>", kind defaulted
+				connName, ok := strings.CutPrefix(strings.Join(used, ""), string(kind)+"/")
+				if !ok {
 					return nil
 				}
-				name := client.ObjectKey{Name: ref.Name}
+				name := client.ObjectKey{Name: connName}
 				if kind == v1alpha1.KindRedisConnection {
 					name.Namespace = o.GetNamespace()
 				}
