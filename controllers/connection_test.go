@@ -189,6 +189,18 @@ func TestConnectionInUseWaitsForItsLocks(t *testing.T) {
 			return err == nil && slices.Contains(c.GetFinalizers(), finalizer), c.GetFinalizers()
 		})
 	}
+	// Cost: one patch per change of use, none for another lock on a
+	// connection in use (and the protection never requeues itself).
+	n0 := len(requests.reconciles(client.ObjectKeyFromObject(used)))
+	second := onConnection(ns, "on-used-2", v1alpha1.KindRedisConnection, "used")
+	create(t, second)
+	waitReconciles(t, used, n0, 1, 10*time.Second)
+	if got := countWrites(requests.reconciles(client.ObjectKeyFromObject(used)), reqPatch); got != 1 {
+		t.Fatalf("%d patches of the connection for two locks on it; want 1, the finalizer", got)
+	}
+	if err := k8s.Delete(ctx, second); err != nil {
+		t.Fatal(err)
+	}
 	if err := k8s.Delete(ctx, unused); err != nil {
 		t.Fatal(err)
 	}

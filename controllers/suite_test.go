@@ -59,7 +59,7 @@ func run(m *testing.M, cfg *rest.Config) (int, error) {
 	if err := r.SetupWithManager(mgr); err != nil {
 		return 0, err
 	}
-	protection := &controllers.ConnectionProtection{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("redislock-controller"), Finalizer: controllers.ConnectionFinalizer("", nil)}
+	protection := &controllers.ConnectionProtection{Client: recordingClient{mgr.GetClient()}, Recorder: mgr.GetEventRecorder("redislock-controller"), Finalizer: controllers.ConnectionFinalizer("", nil)}
 	if err := protection.SetupWithManager(mgr); err != nil {
 		return 0, err
 	}
