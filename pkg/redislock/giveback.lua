@@ -17,10 +17,14 @@
 -- or, after a raise, to one below our token: never below a token that a
 -- holder used, and our token was never used (S3). A key that expired before
 -- the give-back keeps its count: the counter may run ahead, never behind.
--- DECR keeps the counter's lifetime.
+-- DECR keeps the counter's lifetime. A counter that is gone (expired or
+-- evicted since our acquire) stays gone: DECR would make it -1, and the next
+-- grant would count from there instead of starting anew above every token.
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1], KEYS[3], KEYS[4])
-  redis.call('DECR', KEYS[2])
+  if redis.call('EXISTS', KEYS[2]) == 1 then
+    redis.call('DECR', KEYS[2])
+  end
   return 1
 end
 return 0

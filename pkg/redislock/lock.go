@@ -421,10 +421,16 @@ func (l *Lock) Refresh(ctx context.Context) error {
 // RefreshTTL is Refresh with a new ttl, which later renewals (Refresh, a
 // Watchdog) keep: on success the local deadline becomes the start of this
 // renewal plus ttl less drift, earlier than before when ttl is shorter. A
-// failed renewal with a shorter ttl may have shortened the keys on some
-// nodes, so it brings the deadline forward to what ttl would give, if
-// that is earlier; it never moves it later. A watchdog running meanwhile
-// steps down at the earlier of its RenewDeadline and the new deadline.
+// failed renewal with a shorter ttl brings the deadline forward to what
+// ttl would give, if that is earlier; it never moves it later. Redis never
+// shortens a key: a shorter ttl takes effect there once the longer expiry
+// has run down to it, so other candidates may wait up to the longer one
+// (a renewal delayed in the network, run after a later one, must not cut
+// short what the holder counts on). A Watchdog running meanwhile keeps its
+// timing; its step-down follows its own renewals. Keep a holder's ttl at
+// most the ttl its rivals ask for: a node's restart guard waits the ttl of
+// the candidate asking, so after a restart without persistence a rival with
+// a shorter ttl could be granted while this holder still believes.
 // The ttl follows Obtain's rules (positive, whole milliseconds, longer
 // than NodeTimeout); otherwise the error wraps ErrInvalidOptions.
 func (l *Lock) RefreshTTL(ctx context.Context, ttl time.Duration) error {

@@ -77,7 +77,11 @@ var ErrEvictionPolicy = errors.New("redislock: eviction policy")
 // renewal and the lock is granted again only once the holder's time is up,
 // so S1 holds but leadership changes for no reason; it may evict a fencing
 // counter too (it expires after a long idle time), which then starts again
-// above every earlier token, as after a restart. Under an allkeys-*
+// from that node's clock, as after a restart: above every earlier token on
+// one node, but in Redlock mode only if no node's clock ran ahead of the
+// others' by more than the time since (fence.lua raises every counter to the
+// fastest node's), so S3 across nodes is then bound by their clock skew.
+// Under an allkeys-*
 // policy Redis may also evict the fencing counter and the validity key, and
 // with them the protection against a vanished key: run such nodes with
 // noeviction, or give the locks a Redis of their own. Nodes that do not

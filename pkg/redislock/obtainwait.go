@@ -19,11 +19,13 @@ type ObtainOptions struct {
 	Metadata string
 
 	// Retry, when set, bounds the attempts: at most Retry.Steps of them
-	// (at least 1; 1 tries once, as Obtain does). After an attempt that
-	// failed for a fault (ErrNoQuorum: nodes down, slow or refusing) the
-	// next one waits Retry's next delay: Duration at first, then
-	// multiplied by Factor (0 or at least 1) after each, up to Cap when
-	// Cap is set, each spread by Jitter. An attempt that found a holder is
+	// (at least 1; 1 tries once, as Obtain does; the attempt made again at
+	// once after the first refusal, once subscribed to releases, is not
+	// counted). After an attempt that failed for a fault (ErrNoQuorum:
+	// nodes down, slow or refusing) the next one waits Retry's next delay:
+	// Duration (at least 1ms) at first, then multiplied by Factor (0 or at
+	// least 1) after each, up to Cap (0, or at least Duration), where the
+	// delays stay, each spread by Jitter. An attempt that found a holder is
 	// retried when the holder releases, or when its keys would expire,
 	// whatever Retry says: waiting never polls. Retry itself is not
 	// changed. Default: nil, attempts until ctx ends, and a fault is
@@ -39,8 +41,10 @@ func checkRetry(b *wait.Backoff) error {
 		return nil
 	case b.Steps < 1:
 		return fmt.Errorf("%w: Retry.Steps %d allows no attempt", ErrInvalidOptions, b.Steps)
-	case b.Duration <= 0:
-		return fmt.Errorf("%w: Retry.Duration %v is not positive: a retry after a fault would come at once", ErrInvalidOptions, b.Duration)
+	case b.Duration < time.Millisecond:
+		return fmt.Errorf("%w: Retry.Duration %v is below 1ms: retries after a fault (say, a refused connection) would come at once", ErrInvalidOptions, b.Duration)
+	case b.Cap != 0 && b.Cap < b.Duration:
+		return fmt.Errorf("%w: Retry.Cap %v is below Retry.Duration %v", ErrInvalidOptions, b.Cap, b.Duration)
 	case b.Factor != 0 && b.Factor < 1:
 		return fmt.Errorf("%w: Retry.Factor %v is below 1: the delays after faults would shrink towards none", ErrInvalidOptions, b.Factor)
 	}
@@ -84,7 +88,10 @@ func (c *Client) ObtainWait(ctx context.Context, name string, ttl time.Duration,
 		wake <-chan struct{}
 		last error
 	)
-	for attempt := 1; ; attempt++ {
+	// attempt counts the attempts that Retry.Steps bounds: not the one
+	// made again at once after subscribing, which only closes the window
+	// in which a release would go unheard.
+	for attempt := 1; ; {
 		l, h, err := c.obtain(ctx, name, ttl, opts.Metadata)
 		switch {
 		case err == nil:
@@ -139,11 +146,15 @@ func (c *Client) ObtainWait(ctx context.Context, name string, ttl time.Duration,
 		case <-timer.C():
 		}
 		timer.Stop()
+		attempt++
 	}
 }
 
 // waitEnded is ObtainWait's error when ctx ended before the lock was
 // granted.
 func waitEnded(ctx context.Context, name string, last error) error {
-	return fmt.Errorf("waiting for %q: %w: %w", name, context.Cause(ctx), last)
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, ctx.Err()) {
+		return fmt.Errorf("waiting for %q: %w (%w): %w", name, ctx.Err(), cause, last)
+	}
+	return fmt.Errorf("waiting for %q: %w: %w", name, ctx.Err(), last)
 }

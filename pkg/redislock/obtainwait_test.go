@@ -238,3 +238,50 @@ func TestObtainWaitRetryBoundsAttempts(t *testing.T) {
 		})
 	}
 }
+
+// Retry.Steps counts attempts that waited: the attempt made again at once
+// after subscribing (so that a release in between is heard) is not one, so
+// with two steps a waiter still waits for the release. (In Redlock mode each
+// node publishes its own release, and the first can wake the waiter before
+// the others have released: such an attempt counts, so there it has four.)
+func TestObtainWaitRetryStepsWaitBetweenAttempts(t *testing.T) {
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			servers := redistest.StartN(t, m.nodes)
+			var tries attemptCounter
+			a := newClient(t, "a", servers...)
+			b := clientWith(t, redislock.Options{AssumeDurable: true, Identity: "b", Metrics: &tries}, servers...)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			held, err := a.Obtain(ctx, "steps", time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make(chan error, 1)
+			go func() {
+				steps := 2
+				if m.nodes > 1 {
+					steps = 4
+				}
+				l, err := b.ObtainWait(ctx, "steps", time.Minute, &redislock.ObtainOptions{Retry: &wait.Backoff{Steps: steps, Duration: time.Millisecond}})
+				if err == nil {
+					err = l.Release(context.Background())
+				}
+				got <- err
+			}()
+			// The first attempt and the one made at once after subscribing.
+			waitFor(t, 10*time.Second, "two attempts", func() bool { return tries.n.Load() >= 2 })
+			select {
+			case err := <-got:
+				t.Fatalf("ObtainWait with Steps 2 returned after %d attempts without waiting: %v", tries.n.Load(), err)
+			default:
+			}
+			if err := held.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-got; err != nil {
+				t.Fatalf("ObtainWait with Steps 2 after the release: %v; want the lock", err)
+			}
+		})
+	}
+}

@@ -9,16 +9,30 @@
 -- ARGV[1]  our value
 -- ARGV[2]  the new ttl in milliseconds
 -- ARGV[3]  the fencing counter's lifetime in milliseconds
--- Reply    1 if extended, 0 if the key holds another value, -1 if it is
---          missing.
+-- Reply    1 if extended (or already held for longer), 0 if the key holds
+--          another value, -1 if it is missing.
+--
+-- A renewal never shortens the key nor moves the validity back: with ttls
+-- that change (Lock.RefreshTTL), a renewal delayed in the network can run
+-- after a later one with a longer ttl, which the holder already counts on
+-- (S1). A shorter ttl thus takes effect once the longer expiry has run down
+-- to it; the holder's own deadline follows the shorter one at once.
 local v = redis.call('GET', KEYS[1])
 if v == ARGV[1] then
   local t = redis.call('TIME')
   local valid = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[2])
-  redis.call('SET', KEYS[2], valid)
+  if valid > (tonumber(redis.call('GET', KEYS[2]) or '0') or 0) then
+    redis.call('SET', KEYS[2], valid)
+  end
   redis.call('PEXPIRE', KEYS[3], ARGV[3])
-  redis.call('PEXPIRE', KEYS[4], ARGV[2])
-  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  local ttl = tonumber(ARGV[2])
+  if redis.call('PTTL', KEYS[4]) < ttl then
+    redis.call('PEXPIRE', KEYS[4], ttl)
+  end
+  if redis.call('PTTL', KEYS[1]) < ttl then
+    redis.call('PEXPIRE', KEYS[1], ttl)
+  end
+  return 1
 end
 if v then
   return 0

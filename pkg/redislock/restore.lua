@@ -30,6 +30,8 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   redis.call('SET', KEYS[3], valid)
   if ARGV[5] ~= '' then
     redis.call('SET', KEYS[4], ARGV[5], 'PX', ARGV[2])
+  else
+    redis.call('DEL', KEYS[4]) -- an earlier holder's, left behind
   end
   return 1
 end

@@ -26,7 +26,10 @@ var errStopped = errors.New("redislock: watchdog stopped")
 // durations must satisfy 0 < renewInterval < renewDeadline < ttl less drift;
 // otherwise Watchdog returns an error wrapping ErrInvalidOptions.
 func (l *Lock) Watchdog(ctx context.Context, renewInterval, renewDeadline time.Duration) (context.Context, func() error, error) {
-	t := Timing{TTL: l.ttl, RenewInterval: renewInterval, RenewDeadline: renewDeadline}
+	l.mu.Lock()
+	ttl := l.ttl
+	l.mu.Unlock()
+	t := Timing{TTL: ttl, RenewInterval: renewInterval, RenewDeadline: renewDeadline}
 	if err := t.validate(); err != nil {
 		return nil, nil, err
 	}
