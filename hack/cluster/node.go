@@ -244,6 +244,8 @@ func (n *nodeRun) apiserver(ctx context.Context) error {
 		"--secure-port", strconv.Itoa(apiPort), "--bind-address", "0.0.0.0", "--advertise-address", nodeIP,
 		"--service-cluster-ip-range", serviceCIDR,
 		"--client-ca-file", pki("ca.crt"), "--tls-cert-file", pki("apiserver.crt"), "--tls-private-key-file", pki("apiserver.key"),
+		// The node's name resolves nowhere (there is no DNS in here).
+		"--kubelet-preferred-address-types", "InternalIP",
 		"--kubelet-client-certificate", pki("apiserver-kubelet-client.crt"), "--kubelet-client-key", pki("apiserver-kubelet-client.key"),
 		"--service-account-key-file", pki("sa.crt"), "--service-account-signing-key-file", pki("sa.key"),
 		"--service-account-issuer", "https://kubernetes.default.svc.cluster.local",
