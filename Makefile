@@ -18,10 +18,18 @@ all: test
 ## demo: the whole system on this machine: Redis, a throwaway control plane, the controller
 ## with its webhook, three sample-operator replicas and an agent-injected workload; it kills
 ## the leaders, times the handovers and stops everything (DEMO_ARGS: -keep, -single, -ttl, -log).
+## demo CLUSTER=1: the same story on a real single-node cluster (hack/cluster, root only): helm
+## install, a Deployment with the injected agent, kubectl get pods -L redislock.io/leader, the
+## leader pods deleted (DEMO_ARGS: -keep leaves the cluster up).
+ifeq ($(CLUSTER),1)
+demo:
+	$(GO) run ./hack/cluster demo $(DEMO_ARGS)
+else
 demo: redis
 	@assets=$$($(TOOLS) --print-assets) && mkdir -p bin/demo && \
 	$(GO) build -o bin/demo/redislock . && $(GO) build -o bin/demo/sampleoperator ./test/e2e/sampleoperator && \
 	$(GO) run ./hack/demo -redislock bin/demo/redislock -sample-operator bin/demo/sampleoperator -assets "$$assets" $(DEMO_ARGS)
+endif
 
 ## test: format, vet and generated-code checks, then every test against real
 ## redis-server processes and a real kube-apiserver + etcd (envtest). Each step

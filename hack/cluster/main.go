@@ -6,6 +6,7 @@
 //
 //	go run ./hack/cluster up   [-dir DIR]   # prints a timeline; DIR/kubeconfig, DIR/cluster.json
 //	go run ./hack/cluster down [-dir DIR]   # stops everything, removes its cgroups
+//	go run ./hack/cluster demo [-keep]      # make demo CLUSTER=1: the story of test/cluster, as commands
 //
 // What is guaranteed:
 //  1. Nothing on the host changes but what apt-get installs (containerd,
@@ -44,6 +45,7 @@ func main() {
 	fs := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
 	dir := fs.String("dir", envOr("REDISLOCK_CLUSTER_DIR", "/tmp/redislock-cluster"), "the cluster's state directory ($REDISLOCK_CLUSTER_DIR)")
 	bin := fs.String("bin", "", "node: the node binaries' directory")
+	keep := fs.Bool("keep", false, "demo: leave the cluster up afterwards")
 	_ = fs.Parse(os.Args[2:])
 	abs, err := filepath.Abs(*dir)
 	if err != nil {
@@ -56,6 +58,8 @@ func main() {
 		err = up(ctx, d)
 	case "down":
 		err = down(d)
+	case "demo":
+		err = demo(ctx, d, *keep)
 	case "node": // started by up, inside the namespaces
 		err = node(d, *bin, fs.Args())
 	default:
@@ -67,7 +71,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: cluster up|down [-dir DIR]")
+	fmt.Fprintln(os.Stderr, "usage: cluster up|down|demo [-dir DIR] [-keep]")
 	os.Exit(2)
 }
 

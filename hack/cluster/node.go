@@ -31,7 +31,9 @@ import (
 // takes longer fails with the end of its component's log.
 const (
 	componentDeadline = 90 * time.Second
-	stopGrace         = 10 * time.Second
+	// stopGrace is short: the cluster's state is thrown away, and
+	// kube-apiserver alone would wait out any grace for its watches.
+	stopGrace = 5 * time.Second
 )
 
 // node runs inside the namespaces unshare made (it is pid 1 there): it

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"text/template"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -150,50 +152,18 @@ func uninstall(t *testing.T) {
 	}
 }
 
-// deployWorkload applies what a user writes: a namespace (with the agent
-// policy enforced), a service account bound to redislock-agent, a RedisLock
-// on the cluster's Redis and an annotated Deployment of the app image.
+// deployWorkload applies testdata/workload.yaml, what a user writes.
 func deployWorkload(t *testing.T) {
 	t.Helper()
-	mustKubectl(t, fmt.Sprintf(`apiVersion: v1
-kind: Namespace
-metadata:
-  name: %[1]s
-  labels: {redislock.io/agent-policy: enforce}
----
-apiVersion: v1
-kind: ServiceAccount
-metadata: {name: %[2]s, namespace: %[1]s}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {name: %[2]s-redislock, namespace: %[1]s}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: redislock-agent}
-subjects: [{kind: ServiceAccount, name: %[2]s, namespace: %[1]s}]
----
-apiVersion: redislock.io/v1alpha1
-kind: RedisLock
-metadata: {name: %[2]s, namespace: %[1]s}
-spec:
-  ttl: 5s
-  redis: {addrs: [%[3]q]}
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: %[2]s, namespace: %[1]s}
-spec:
-  replicas: 3
-  selector: {matchLabels: {app: %[2]s}}
-  template:
-    metadata:
-      labels: {app: %[2]s}
-      annotations: {redislock.io/lock: %[2]s}
-    spec:
-      serviceAccountName: %[2]s
-      terminationGracePeriodSeconds: 10
-      containers:
-      - {name: app, image: %[4]s, imagePullPolicy: Never}
-`, appNS, app, cluster.RedisAddr, cluster.AppImage), "apply", "-f", "-")
+	tmpl, err := template.ParseFiles(filepath.Join("testdata", "workload.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	if err := tmpl.Execute(&b, map[string]string{"NS": appNS, "App": app, "RedisAddr": cluster.RedisAddr, "AppImage": cluster.AppImage}); err != nil {
+		t.Fatal(err)
+	}
+	mustKubectl(t, b.String(), "apply", "-f", "-")
 }
 
 func mustPods(t *testing.T) ([]corev1.Pod, string) {
