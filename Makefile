@@ -11,7 +11,7 @@ CONTROLLER_GEN = $(shell $(TOOLS) --print controller-gen)
 GOLANGCI_LINT = $(shell $(TOOLS) --print golangci-lint)
 HELM = $(shell $(TOOLS) --print helm)
 
-.PHONY: all demo test bench bench-failover chaos fuzz lint fmt vet redis tools generate manifests verify-generated chart
+.PHONY: all demo test cluster-test bench bench-failover chaos fuzz lint fmt vet redis tools generate manifests verify-generated chart
 
 all: test
 
@@ -46,7 +46,16 @@ test:
 	step "verify-generated: controller-gen, then git status of api, config, charts" $(MAKE) --no-print-directory verify-generated && \
 	step "go test -race ./...: builds every test binary with the race detector, then runs them against real Redis and envtest (about 15 min on 2 cores)" \
 		env KUBEBUILDER_ASSETS=$$($(TOOLS) --print-assets) HELM=$$($(TOOLS) --print helm) THIRD_PARTY_CRDS=$$($(TOOLS) --print crds) $(GOTEST) ./... && \
-	step "bench vet: go vet in the test/bench module" sh -c 'cd test/bench && $(GO) vet ./...'
+	step "bench vet: go vet in the test/bench module" sh -c 'cd test/bench && $(GO) vet ./...' && \
+	step "cluster: as root, a real single-node cluster (hack/cluster up), helm install and real Pods (test/cluster), then down; the node binaries build first (about 4 min once kube-apiserver is built, 17 min from a cold cache); then about 1.5 min" \
+		$(MAKE) --no-print-directory cluster-test
+
+## cluster-test: test/cluster on a real single-node cluster that it brings up and down
+## (hack/cluster, root only: it makes namespaces, mounts and cgroups; skipped otherwise).
+cluster-test:
+	@if [ "$$(id -u)" != 0 ]; then echo "cluster-test: skipped: hack/cluster needs root"; exit 0; fi; \
+	$(TOOLS) node envtest helm && \
+	REDISLOCK_CLUSTER=start $(GO) test -race -count=1 -timeout=20m -v ./test/cluster/
 
 ## bench: every benchmark, then docs/bench/REPORT.md with PNG plots (20 to 25 minutes on 2 cores): our lock against
 ## bsm/redislock, redsync, rueidislock and raw go-redis, Redlock over 1 to 7 nodes, the controller with 1000 RedisLocks,

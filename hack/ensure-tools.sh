@@ -97,7 +97,7 @@ node() {
   done
   ((${#missing[@]})) || return 0
   echo "ensure-tools: building ${missing[*]} into ${path#"$root"/}" \
-    "(on 2 cores: about 4 min once kube-apiserver is built, which warms the build cache)..." >&2
+    "(on 2 cores: about 4 min once kube-apiserver is built, which warms the build cache; 17 min from a cold one)..." >&2
   mkdir -p "$path"
   tmp=$(mktemp -d "$path/.node.XXXXXX")
   trap 'rm -rf "$tmp"' RETURN
