@@ -15,12 +15,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/clientcmd"
-	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/redislock/redislock/api/v1alpha1"
 	"github.com/redislock/redislock/internal/leaderhttp"
-	"github.com/redislock/redislock/internal/testenv"
 )
 
 // Deadlines on a loaded 2-core machine. Each is far above what it takes
@@ -44,7 +41,6 @@ const (
 // Deployment, then disturb it every way a cluster does.
 func TestChartOnARealCluster(t *testing.T) {
 	needCluster(t)
-	rl := lockClient(t)
 	t.Cleanup(func() { uninstall(t) })
 
 	start := time.Now()
@@ -61,8 +57,10 @@ func TestChartOnARealCluster(t *testing.T) {
 	t.Logf("Deployment of 3: all Ready with one leader %.1fs after kubectl apply", time.Since(start).Seconds())
 
 	t.Run("with nothing disturbed the label stays on one pod", func(t *testing.T) { steadyOneLeader(t, appNS, "app="+app, 3*time.Second) })
-	t.Run("the agent is injected as a native sidecar and runs", func(t *testing.T) { sidecarsRun(t) })
-	t.Run("/leader in each pod agrees with the label and the RedisLock", func(t *testing.T) { leaderAnswersAgree(t, rl) })
+	t.Run("the agent is injected as a native sidecar and runs", func(t *testing.T) {
+		sidecarsRun(t, releaseNS, release+"-redislock-controller")
+	})
+	t.Run("/leader in each pod agrees with the label and the RedisLock", func(t *testing.T) { leaderAnswersAgree(t) })
 	t.Run("deleting the leader pod moves the label", func(t *testing.T) {
 		ps, _ := mustPods(t)
 		old, _ := leaders(ps)
@@ -77,7 +75,7 @@ func TestChartOnARealCluster(t *testing.T) {
 		t.Logf("leader pod %s deleted: new leader labelled after %.2fs", old[0].Name, d.Seconds())
 		waitForOneLeader(t, 3, "")
 		steadyOneLeader(t, appNS, "app="+app, time.Second)
-		leaderAnswersAgree(t, rl)
+		leaderAnswersAgree(t)
 		t.Logf("3 Ready again %.1fs after the delete", time.Since(start).Seconds())
 	})
 	t.Run("rollout restart hands over to a new pod", func(t *testing.T) {
@@ -98,7 +96,7 @@ func TestChartOnARealCluster(t *testing.T) {
 			return true, ""
 		})
 		waitForOneLeader(t, 3, "")
-		leaderAnswersAgree(t, rl)
+		leaderAnswersAgree(t)
 		t.Logf("rollout restart: 3 new pods Ready with one leader in %.1fs", time.Since(start).Seconds())
 	})
 	t.Run("scale to 0 and back elects a leader again", func(t *testing.T) {
@@ -115,27 +113,10 @@ func TestChartOnARealCluster(t *testing.T) {
 		waitForOneLeader(t, 0, "")
 		t.Logf("scaled 0 -> 3: first leader labelled %.1fs after the scale", time.Since(start).Seconds())
 		waitForOneLeader(t, 3, "")
-		leaderAnswersAgree(t, rl)
+		leaderAnswersAgree(t)
 	})
-	t.Run("the controller's own election in redislock mode survives killing its leader", func(t *testing.T) { controllerFailover(t, rl) })
+	t.Run("the controller's own election in redislock mode survives killing its leader", func(t *testing.T) { controllerFailover(t) })
 	t.Run("the chart's RBAC is enough, and the agent's no more than it needs", func(t *testing.T) { rbacIsEnough(t) })
-}
-
-func lockClient(t *testing.T) crclient.Client {
-	t.Helper()
-	scheme, err := testenv.Scheme()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", cluster.Kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := crclient.New(cfg, crclient.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
 }
 
 func uninstall(t *testing.T) {
@@ -195,7 +176,11 @@ func waitForOneLeader(t *testing.T, n int, not string) time.Duration {
 	})
 }
 
-func sidecarsRun(t *testing.T) {
+// sidecarsRun checks that every app pod runs the agent as a native
+// sidecar, from the image of the controller's Deployment ns/deployment.
+func sidecarsRun(t *testing.T, ns, deployment string) {
+	t.Helper()
+	image := mustKubectl(t, "", "-n", ns, "get", "deployment", deployment, "-o", "jsonpath={.spec.template.spec.containers[0].image}")
 	ps, _ := mustPods(t)
 	for _, p := range ps {
 		i := slices.IndexFunc(p.Spec.InitContainers, func(c corev1.Container) bool { return c.Name == "redislock-agent" })
@@ -207,8 +192,8 @@ func sidecarsRun(t *testing.T) {
 		if c.RestartPolicy == nil || *c.RestartPolicy != corev1.ContainerRestartPolicyAlways {
 			t.Errorf("%s: the agent is not a native sidecar (restartPolicy %v)", p.Name, c.RestartPolicy)
 		}
-		if c.Image != strings.TrimSpace(productImage(t)) {
-			t.Errorf("%s: agent image %s, want the controller's %s", p.Name, c.Image, productImage(t))
+		if c.Image != image {
+			t.Errorf("%s: agent image %s, want the controller's %s", p.Name, c.Image, image)
 		}
 		for _, s := range p.Status.InitContainerStatuses {
 			if s.Name == c.Name && (s.State.Running == nil || s.Started == nil || !*s.Started || !s.Ready) {
@@ -218,16 +203,11 @@ func sidecarsRun(t *testing.T) {
 	}
 }
 
-func productImage(t *testing.T) string {
-	t.Helper()
-	return mustKubectl(t, "", "-n", releaseNS, "get", "deployment", release+"-redislock-controller", "-o", "jsonpath={.spec.template.spec.containers[0].image}")
-}
-
 // leaderAnswersAgree asks each pod's /leader through the API server's pod
 // proxy: one pod answers leading, as itself (its name, from the downward
 // API), the one labelled leader; all name it as holder, as the RedisLock's
 // status does once the controller has seen it.
-func leaderAnswersAgree(t *testing.T, rl crclient.Client) {
+func leaderAnswersAgree(t *testing.T) {
 	t.Helper()
 	ps, all := mustPods(t)
 	ls, _ := leaders(ps)
@@ -269,7 +249,7 @@ func leaderOf(t *testing.T, pod string) leaderhttp.Status {
 // controllerFailover deletes the pod that holds the controller's RedisLock
 // and times the other replica's taking over; the webhook, served by the new
 // leader or not, still injects.
-func controllerFailover(t *testing.T, rl crclient.Client) {
+func controllerFailover(t *testing.T) {
 	key := types.NamespacedName{Namespace: releaseNS, Name: release + "-redislock-leader"}
 	var holder string
 	waitFor(t, leaderTimeout, "the controller's RedisLock has a holder", func(ctx context.Context) (bool, string) {

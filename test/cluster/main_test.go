@@ -11,8 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	crclient "sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/redislock/redislock/internal/testenv"
 )
@@ -29,6 +32,7 @@ var (
 	cluster  state
 	kubectl  testenv.Kubectl
 	client   *kubernetes.Clientset
+	rl       crclient.Client // for RedisLocks
 	helmBin  string
 	skipWhy  string
 )
@@ -126,7 +130,15 @@ func connect() error {
 	if err != nil {
 		return err
 	}
-	client, err = kubernetes.NewForConfig(cfg)
+	if client, err = kubernetes.NewForConfig(cfg); err != nil {
+		return err
+	}
+	scheme, err := testenv.Scheme()
+	if err != nil {
+		return err
+	}
+	ctrllog.SetLogger(logr.Discard()) // the client logs nothing worth reading here
+	rl, err = crclient.New(cfg, crclient.Options{Scheme: scheme})
 	return err
 }
 
