@@ -47,7 +47,7 @@ test:
 	step "go test -race ./...: builds every test binary with the race detector, then runs them against real Redis and envtest (about 15 min on 2 cores)" \
 		env KUBEBUILDER_ASSETS=$$($(TOOLS) --print-assets) HELM=$$($(TOOLS) --print helm) THIRD_PARTY_CRDS=$$($(TOOLS) --print crds) $(GOTEST) ./... && \
 	step "bench vet: go vet in the test/bench module" sh -c 'cd test/bench && $(GO) vet ./...' && \
-	step "cluster: as root, a real single-node cluster (hack/cluster up), helm install and real Pods (test/cluster), then down; the node binaries build first (about 4 min once kube-apiserver is built, 17 min from a cold cache); then about 1.5 min" \
+	step "cluster: as root, a real single-node cluster (hack/cluster up), helm install and real Pods (test/cluster), then down; the node binaries build first (about 4 min once kube-apiserver is built, 17 min from a cold cache); then about 2 min" \
 		$(MAKE) --no-print-directory cluster-test
 
 ## cluster-test: test/cluster on a real single-node cluster that it brings up and down
