@@ -214,11 +214,15 @@ func startNode(ctx context.Context, d dirs, bin string, archives []string, state
 	r := bufio.NewReader(f)
 	deadline := time.Now().Add(upDeadline)
 	var partial string
+	failed := false // then print the rest (the failing component's log tail) until the node exits
 	for time.Now().Before(deadline) {
 		line, err := r.ReadString('\n')
 		partial += line
 		if err != nil {
-			if !alive(state.Pid) {
+			switch {
+			case failed && !alive(state.Pid):
+				return errors.New("the node failed (above)")
+			case !alive(state.Pid):
 				return fmt.Errorf("the node exited; the end of %s:\n%s", d.log("node"), tail(d.log("node"), 3000))
 			}
 			time.Sleep(100 * time.Millisecond)
@@ -228,7 +232,8 @@ func startNode(ctx context.Context, d dirs, bin string, archives []string, state
 		fmt.Print("  node " + line)
 		switch {
 		case strings.Contains(line, "  FAILED: "):
-			return errors.New("the node failed (above)")
+			failed = true
+		case failed:
 		case strings.HasSuffix(line, "  ready\n"):
 			if nodePid := childOf(state.Pid); nodePid > 0 {
 				state.PidNS, _ = os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", nodePid))

@@ -57,7 +57,10 @@ func node(d dirs, bin string, images []string) error {
 	}
 	n.stopAll()
 	n.logf("stopped")
-	return err
+	if err != nil {
+		return errors.New("the node failed (its FAILED line above says why)")
+	}
+	return nil
 }
 
 type nodeRun struct {
@@ -265,6 +268,9 @@ func (n *nodeRun) containerd(ctx context.Context) error {
 		return err
 	}
 	return n.run(ctx, "containerd", "containerd", []string{"--config", cfg}, func(ctx context.Context) (bool, error) {
+		// Bounded: ctr would wait 10s for a socket that is not there.
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
 		return exec.CommandContext(ctx, "ctr", "--address", "/run/containerd/containerd.sock", "version").Run() == nil, nil
 	})
 }
