@@ -48,6 +48,7 @@ func TestChartOnARealCluster(t *testing.T) {
 		"--wait", "--timeout", installTimeout.String(),
 		"--set", "leaderElection.mode=redislock", "--set", "redis.addrs={"+cluster.RedisAddr+"}")
 	t.Logf("helm install: Available in %.1fs", time.Since(start).Seconds())
+	waitForWebhook(t)
 
 	start = time.Now()
 	deployWorkload(t)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -47,7 +48,9 @@ func waitFor(t *testing.T, within time.Duration, what string, cond func(ctx cont
 	var last string
 	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, within, true, func(ctx context.Context) (bool, error) {
 		ok, why := cond(ctx)
-		last = why
+		if ctx.Err() == nil { // a call cut short by the deadline says nothing
+			last = why
+		}
 		return ok, nil
 	})
 	if err != nil {
@@ -72,6 +75,9 @@ func leaders(ps []corev1.Pod) ([]corev1.Pod, string) {
 		mark := p.Labels[leaderLabel]
 		if p.DeletionTimestamp != nil {
 			mark += "(terminating)"
+		}
+		if !slices.ContainsFunc(p.Spec.InitContainers, func(c corev1.Container) bool { return c.Name == "redislock-agent" }) {
+			mark += "(no agent)"
 		}
 		all = append(all, p.Name+"="+mark)
 		if p.Labels[leaderLabel] == "true" {
@@ -193,4 +199,26 @@ func steadyOneLeader(t *testing.T, ns, selector string, d time.Duration) {
 		}
 		first = ls[0].Name
 	}
+}
+
+// waitForWebhook waits until the API server reaches the injection webhook
+// through its Service. Ready controller pods are not enough: kube-proxy
+// routes the Service's address a moment later, and until then the webhook
+// (failurePolicy Ignore) lets annotated pods through without the agent.
+// The probe is a dry-run pod naming a RedisLock that does not exist: only
+// the webhook refuses it.
+func waitForWebhook(t *testing.T) {
+	t.Helper()
+	probe := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "webhook-probe", Annotations: map[string]string{"redislock.io/lock": "no-such-lock"}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: cluster.AppImage}}},
+	}
+	d := waitFor(t, rolloutTimeout, "the webhook answers through its Service", func(ctx context.Context) (bool, string) {
+		_, err := client.CoreV1().Pods("default").Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err == nil {
+			return false, "a pod naming a missing RedisLock was let through: the webhook was not called"
+		}
+		return strings.Contains(err.Error(), `RedisLock "no-such-lock" not found`), err.Error()
+	})
+	t.Logf("the webhook answers through its Service %.1fs after the controller is Available", d.Seconds())
 }
