@@ -11,17 +11,25 @@ CONTROLLER_GEN = $(shell $(TOOLS) --print controller-gen)
 GOLANGCI_LINT = $(shell $(TOOLS) --print golangci-lint)
 HELM = $(shell $(TOOLS) --print helm)
 
-.PHONY: all demo test bench bench-failover chaos fuzz lint fmt vet redis tools generate manifests verify-generated chart
+.PHONY: all demo test cluster-test bench bench-failover chaos fuzz lint fmt vet redis tools generate manifests verify-generated chart
 
 all: test
 
 ## demo: the whole system on this machine: Redis, a throwaway control plane, the controller
 ## with its webhook, three sample-operator replicas and an agent-injected workload; it kills
 ## the leaders, times the handovers and stops everything (DEMO_ARGS: -keep, -single, -ttl, -log).
+## demo CLUSTER=1: the same story on a real single-node cluster (hack/cluster, root only): helm
+## install, a Deployment with the injected agent, kubectl get pods -L redislock.io/leader, the
+## leader pods deleted (DEMO_ARGS: -keep leaves the cluster up).
+ifeq ($(CLUSTER),1)
+demo:
+	$(GO) run ./hack/cluster demo $(DEMO_ARGS)
+else
 demo: redis
 	@assets=$$($(TOOLS) --print-assets) && mkdir -p bin/demo && \
 	$(GO) build -o bin/demo/redislock . && $(GO) build -o bin/demo/sampleoperator ./test/e2e/sampleoperator && \
 	$(GO) run ./hack/demo -redislock bin/demo/redislock -sample-operator bin/demo/sampleoperator -assets "$$assets" $(DEMO_ARGS)
+endif
 
 ## test: format, vet and generated-code checks, then every test against real
 ## redis-server processes and a real kube-apiserver + etcd (envtest). Each step
@@ -38,7 +46,16 @@ test:
 	step "verify-generated: controller-gen, then git status of api, config, charts" $(MAKE) --no-print-directory verify-generated && \
 	step "go test -race ./...: builds every test binary with the race detector, then runs them against real Redis and envtest (about 15 min on 2 cores)" \
 		env KUBEBUILDER_ASSETS=$$($(TOOLS) --print-assets) HELM=$$($(TOOLS) --print helm) THIRD_PARTY_CRDS=$$($(TOOLS) --print crds) $(GOTEST) ./... && \
-	step "bench vet: go vet in the test/bench module" sh -c 'cd test/bench && $(GO) vet ./...'
+	step "bench vet: go vet in the test/bench module" sh -c 'cd test/bench && $(GO) vet ./...' && \
+	step "cluster: as root, a real single-node cluster (hack/cluster up), helm install and real Pods (test/cluster), then down; the node binaries build first (about 4 min once kube-apiserver is built, 17 min from a cold cache); then about 2 min" \
+		$(MAKE) --no-print-directory cluster-test
+
+## cluster-test: test/cluster on a real single-node cluster that it brings up and down
+## (hack/cluster, root only: it makes namespaces, mounts and cgroups; skipped otherwise).
+cluster-test:
+	@if [ "$$(id -u)" != 0 ]; then echo "cluster-test: skipped: hack/cluster needs root"; exit 0; fi; \
+	$(TOOLS) node envtest helm && \
+	REDISLOCK_CLUSTER=start $(GO) test -race -count=1 -timeout=20m -v ./test/cluster/
 
 ## bench: every benchmark, then docs/bench/REPORT.md with PNG plots (20 to 25 minutes on 2 cores): our lock against
 ## bsm/redislock, redsync, rueidislock and raw go-redis, Redlock over 1 to 7 nodes, the controller with 1000 RedisLocks,

@@ -5,11 +5,14 @@
 # Usage: hack/ensure-tools.sh [--print] [TOOL...]
 #        hack/ensure-tools.sh --print-assets
 #
-#   TOOL            envtest | controller-gen | golangci-lint | helm | crds   (default: all)
+#   TOOL            envtest | controller-gen | golangci-lint | helm | crds | node
+#                   (default: all but node)
 #                   envtest = kube-apiserver, kubectl and etcd in one directory,
 #                   the layout KUBEBUILDER_ASSETS expects.
+#                   node = kubelet, kube-controller-manager, kube-scheduler and
+#                   kube-proxy beside them (hack/cluster runs a real node).
 #   --print         after ensuring, print each TOOL's absolute path on stdout
-#                   (for envtest: the assets directory)
+#                   (for envtest and node: the directory)
 #   --print-assets  the same as `--print envtest`
 #
 # stdout carries only what --print asks for. Each build logs on stderr a line
@@ -19,6 +22,7 @@
 # Versions are pinned only in hack/tools/<module>/go.mod. Outputs are keyed by
 # version, so bumping a pin rebuilds on the next run:
 #   bin/k8s/<kubernetes version>/{kube-apiserver,kubectl,etcd}
+#   bin/k8s/<kubernetes version>/{kubelet,kube-controller-manager,kube-scheduler,kube-proxy}
 #   bin/etcd-<version>     (bin/k8s/<kubernetes version>/etcd links to it)
 #   bin/controller-gen-<version>
 #   bin/golangci-lint-<version>
@@ -59,20 +63,48 @@ build() {
   echo "ensure-tools: built ${out#"$root"/} in $((SECONDS - start))s" >&2
 }
 
+# kube_ldflags VERSION: the -X flags that make a k8s.io/kubernetes binary
+# report VERSION instead of v0.0.0.
+kube_ldflags() {
+  local p
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    printf ' -X %s.gitVersion=%s -X %s.gitMajor=%s' "$p" "$1" "$p" "$(cut -d. -f1 <<<"${1#v}")"
+    printf ' -X %s.gitMinor=%s -X %s.gitTreeState=clean' "$p" "$(cut -d. -f2 <<<"$1")" "$p"
+  done
+}
+
 envtest() {
-  local kv ev ld="" p
+  local kv ev ld
   kv=$(pinned kube k8s.io/kubernetes)
   ev=$(pinned etcd go.etcd.io/etcd/server/v3)
+  ld=$(kube_ldflags "$kv")
   path=$root/bin/k8s/$kv
-  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    ld+=" -X $p.gitVersion=$kv -X $p.gitMajor=$(cut -d. -f1 <<<"${kv#v}")"
-    ld+=" -X $p.gitMinor=$(cut -d. -f2 <<<"$kv") -X $p.gitTreeState=clean"
-  done
   build kube "$path/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver "5 to 7 min" "$ld"
   build kube "$path/kubectl" k8s.io/kubernetes/cmd/kubectl "about 30s after kube-apiserver" "$ld"
   build etcd "$root/bin/etcd-$ev" go.etcd.io/etcd/server/v3 "about 40s"
   [[ $(readlink "$path/etcd" 2>/dev/null) == ../../etcd-$ev ]] ||
     ln -sfn "../../etcd-$ev" "$path/etcd"
+}
+
+# node: the node binaries in one `go build` (they share most packages, so one
+# build is much faster than four), into bin/k8s/<version>/ beside envtest's.
+node() {
+  local kv start=$SECONDS bin missing=() pkgs=() tmp
+  kv=$(pinned kube k8s.io/kubernetes)
+  path=$root/bin/k8s/$kv
+  for bin in kubelet kube-controller-manager kube-scheduler kube-proxy; do
+    [[ -x $path/$bin ]] || { missing+=("$bin"); pkgs+=("k8s.io/kubernetes/cmd/$bin"); }
+  done
+  ((${#missing[@]})) || return 0
+  echo "ensure-tools: building ${missing[*]} into ${path#"$root"/}" \
+    "(on 2 cores: about 4 min once kube-apiserver is built, which warms the build cache; 17 min from a cold one)..." >&2
+  mkdir -p "$path"
+  tmp=$(mktemp -d "$path/.node.XXXXXX")
+  trap 'rm -rf "$tmp"' RETURN
+  (cd "$root/hack/tools/kube" &&
+    go build -trimpath -ldflags "-s -w $(kube_ldflags "$kv")" -o "$tmp/" "${pkgs[@]}")
+  for bin in "${missing[@]}"; do mv -f "$tmp/$bin" "$path/$bin"; done
+  echo "ensure-tools: built ${missing[*]} in $((SECONDS - start))s" >&2
 }
 
 print=false
@@ -87,6 +119,7 @@ esac
 for tool; do
   case $tool in
     envtest) envtest ;;
+    node) node ;;
     controller-gen)
       v=$(pinned controller-gen sigs.k8s.io/controller-tools)
       path=$root/bin/controller-gen-$v

@@ -1,0 +1,336 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"text/template"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/redislock/redislock/api/v1alpha1"
+	"github.com/redislock/redislock/internal/leaderhttp"
+)
+
+// Deadlines on a loaded 2-core machine. Each is far above what it takes
+// (seconds; the test logs each time): passing them means something is
+// broken, not slow.
+const (
+	installTimeout = 2 * time.Minute
+	rolloutTimeout = 2 * time.Minute
+	leaderTimeout  = 30 * time.Second
+)
+
+const (
+	release   = "rl"
+	releaseNS = "redislock-system"
+	appNS     = "shop"
+	app       = "worker"
+	agentPort = 8090
+)
+
+// The whole story of a user, in order: install the chart, run an annotated
+// Deployment, then disturb it every way a cluster does.
+func TestChartOnARealCluster(t *testing.T) {
+	needCluster(t)
+	t.Cleanup(func() { uninstall(t) })
+
+	start := time.Now()
+	mustHelm(t, installTimeout+10*time.Second, "install", release, "charts/redislock", "-n", releaseNS, "--create-namespace",
+		"--wait", "--timeout", installTimeout.String(),
+		"--set", "leaderElection.mode=redislock", "--set", "redis.addrs={"+cluster.RedisAddr+"}")
+	t.Logf("helm install: Available in %.1fs", time.Since(start).Seconds())
+	waitForWebhook(t)
+
+	start = time.Now()
+	deployWorkload(t)
+	sampler := startSampler(appNS, "app="+app)
+	defer sampler.check(t)
+	waitForOneLeader(t, 3, "")
+	t.Logf("Deployment of 3: all Ready with one leader %.1fs after kubectl apply", time.Since(start).Seconds())
+
+	t.Run("with nothing disturbed the label stays on one pod", func(t *testing.T) { steadyOneLeader(t, appNS, "app="+app, 3*time.Second) })
+	t.Run("the agent is injected as a native sidecar and runs", func(t *testing.T) {
+		sidecarsRun(t, releaseNS, release+"-redislock-controller")
+	})
+	t.Run("/leader in each pod agrees with the label and the RedisLock", func(t *testing.T) { leaderAnswersAgree(t) })
+	t.Run("deleting the leader pod moves the label", func(t *testing.T) {
+		ps, _ := mustPods(t)
+		old, _ := leaders(ps)
+		if len(old) != 1 {
+			t.Fatalf("%d leaders", len(old))
+		}
+		start := time.Now()
+		if err := client.CoreV1().Pods(appNS).Delete(context.Background(), old[0].Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		d := waitForOneLeader(t, 0, old[0].Name)
+		t.Logf("leader pod %s deleted: new leader labelled after %.2fs", old[0].Name, d.Seconds())
+		waitForOneLeader(t, 3, "")
+		steadyOneLeader(t, appNS, "app="+app, time.Second)
+		leaderAnswersAgree(t)
+		t.Logf("3 Ready again %.1fs after the delete", time.Since(start).Seconds())
+	})
+	t.Run("rollout restart hands over to a new pod", func(t *testing.T) {
+		ps, _ := mustPods(t)
+		start := time.Now()
+		mustKubectl(t, "", "-n", appNS, "rollout", "restart", "deployment/"+app)
+		mustKubectl(t, "", "-n", appNS, "rollout", "status", "deployment/"+app, "--timeout", rolloutTimeout.String())
+		waitFor(t, leaderTimeout, "the old pods gone", func(ctx context.Context) (bool, string) {
+			now, err := pods(ctx, appNS, "app="+app)
+			if err != nil {
+				return false, err.Error()
+			}
+			for _, p := range now {
+				if slices.ContainsFunc(ps, func(o corev1.Pod) bool { return o.Name == p.Name }) {
+					return false, p.Name + " still there"
+				}
+			}
+			return true, ""
+		})
+		waitForOneLeader(t, 3, "")
+		leaderAnswersAgree(t)
+		t.Logf("rollout restart: 3 new pods Ready with one leader in %.1fs", time.Since(start).Seconds())
+	})
+	t.Run("scale to 0 and back elects a leader again", func(t *testing.T) {
+		mustKubectl(t, "", "-n", appNS, "scale", "deployment/"+app, "--replicas=0")
+		waitFor(t, rolloutTimeout, "no pods left", func(ctx context.Context) (bool, string) {
+			ps, err := pods(ctx, appNS, "app="+app)
+			if err != nil {
+				return false, err.Error()
+			}
+			return len(ps) == 0, fmt.Sprintf("%d pods", len(ps))
+		})
+		start := time.Now()
+		mustKubectl(t, "", "-n", appNS, "scale", "deployment/"+app, "--replicas=3")
+		waitForOneLeader(t, 0, "")
+		t.Logf("scaled 0 -> 3: first leader labelled %.1fs after the scale", time.Since(start).Seconds())
+		waitForOneLeader(t, 3, "")
+		leaderAnswersAgree(t)
+	})
+	t.Run("the controller's own election in redislock mode survives killing its leader", func(t *testing.T) { controllerFailover(t) })
+	t.Run("the chart's RBAC is enough, and the agent's no more than it needs", func(t *testing.T) { rbacIsEnough(t) })
+}
+
+func uninstall(t *testing.T) {
+	for _, args := range [][]string{
+		{"delete", "namespace", appNS, "--ignore-not-found", "--wait", "--timeout=90s"},
+	} {
+		if out, err := kubectl.Run(context.Background(), "", args...); err != nil {
+			t.Errorf("%v\n%s", err, out)
+		}
+	}
+	mustHelm(t, 2*time.Minute, "uninstall", release, "-n", releaseNS, "--wait", "--timeout", "90s")
+	if out, err := kubectl.Run(context.Background(), "", "delete", "namespace", releaseNS, "--ignore-not-found", "--wait", "--timeout=90s"); err != nil {
+		t.Errorf("%v\n%s", err, out)
+	}
+}
+
+// deployWorkload applies testdata/workload.yaml, what a user writes.
+func deployWorkload(t *testing.T) {
+	t.Helper()
+	tmpl, err := template.ParseFiles(filepath.Join("testdata", "workload.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	if err := tmpl.Execute(&b, map[string]string{"NS": appNS, "App": app, "RedisAddr": cluster.RedisAddr, "AppImage": cluster.AppImage}); err != nil {
+		t.Fatal(err)
+	}
+	mustKubectl(t, b.String(), "apply", "-f", "-")
+}
+
+func mustPods(t *testing.T) ([]corev1.Pod, string) {
+	t.Helper()
+	ps, err := pods(context.Background(), appNS, "app="+app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, all := leaders(ps)
+	return ps, all
+}
+
+// waitForOneLeader waits until exactly one live pod other than not is
+// labelled leader and, with n > 0, n pods are Ready; it returns how long.
+func waitForOneLeader(t *testing.T, n int, not string) time.Duration {
+	t.Helper()
+	what := "one leader"
+	if n > 0 {
+		what = fmt.Sprintf("%d Ready pods with one leader", n)
+	}
+	return waitFor(t, rolloutTimeout, what, func(ctx context.Context) (bool, string) {
+		ps, err := pods(ctx, appNS, "app="+app)
+		if err != nil {
+			return false, err.Error()
+		}
+		ls, all := leaders(ps)
+		ok := len(ls) == 1 && ls[0].Name != not && ls[0].DeletionTimestamp == nil && (n == 0 || (ready(ps) == n && len(ps) == n))
+		return ok, all
+	})
+}
+
+// sidecarsRun checks that every app pod runs the agent as a native
+// sidecar, from the image of the controller's Deployment ns/deployment.
+func sidecarsRun(t *testing.T, ns, deployment string) {
+	t.Helper()
+	image := mustKubectl(t, "", "-n", ns, "get", "deployment", deployment, "-o", "jsonpath={.spec.template.spec.containers[0].image}")
+	ps, _ := mustPods(t)
+	for _, p := range ps {
+		i := slices.IndexFunc(p.Spec.InitContainers, func(c corev1.Container) bool { return c.Name == "redislock-agent" })
+		if i < 0 {
+			t.Errorf("%s: no redislock-agent init container: %v", p.Name, p.Spec.InitContainers)
+			continue
+		}
+		c := p.Spec.InitContainers[i]
+		if c.RestartPolicy == nil || *c.RestartPolicy != corev1.ContainerRestartPolicyAlways {
+			t.Errorf("%s: the agent is not a native sidecar (restartPolicy %v)", p.Name, c.RestartPolicy)
+		}
+		if c.Image != image {
+			t.Errorf("%s: agent image %s, want the controller's %s", p.Name, c.Image, image)
+		}
+		for _, s := range p.Status.InitContainerStatuses {
+			if s.Name == c.Name && (s.State.Running == nil || s.Started == nil || !*s.Started || !s.Ready) {
+				t.Errorf("%s: agent not running and ready: %+v", p.Name, s.State)
+			}
+		}
+	}
+}
+
+// leaderAnswersAgree asks each pod's /leader through the API server's pod
+// proxy: one pod answers leading, as itself (its name, from the downward
+// API), the one labelled leader; all name it as holder, as the RedisLock's
+// status does once the controller has seen it.
+func leaderAnswersAgree(t *testing.T) {
+	t.Helper()
+	ps, all := mustPods(t)
+	ls, _ := leaders(ps)
+	if len(ls) != 1 {
+		t.Fatalf("want one leader: %s", all)
+	}
+	for _, p := range ps {
+		st := leaderOf(t, p.Name)
+		if st.Identity != p.Name {
+			t.Errorf("%s: /leader identity %q", p.Name, st.Identity)
+		}
+		if st.Leading != (p.Name == ls[0].Name) || st.Holder != ls[0].Name || st.Error != "" {
+			t.Errorf("%s: /leader says leading=%v holder=%q error=%q; the label names %s", p.Name, st.Leading, st.Holder, st.Error, ls[0].Name)
+		}
+	}
+	waitFor(t, leaderTimeout, "RedisLock status names the labelled leader", func(ctx context.Context) (bool, string) {
+		var lock v1alpha1.RedisLock
+		if err := rl.Get(ctx, types.NamespacedName{Namespace: appNS, Name: app}, &lock); err != nil {
+			return false, err.Error()
+		}
+		return lock.Status.HolderIdentity == ls[0].Name, "holder " + lock.Status.HolderIdentity
+	})
+}
+
+// leaderOf is pod's /leader answer; a standby answers 503 with the same JSON.
+func leaderOf(t *testing.T, pod string) leaderhttp.Status {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	body, err := client.CoreV1().RESTClient().Get().Namespace(appNS).Resource("pods").
+		Name(fmt.Sprintf("%s:%d", pod, agentPort)).SubResource("proxy").Suffix("leader").DoRaw(ctx)
+	var st leaderhttp.Status
+	if jerr := json.Unmarshal(body, &st); jerr != nil {
+		t.Fatalf("%s: /leader: %v (%v): %s", pod, jerr, err, body)
+	}
+	return st
+}
+
+// controllerFailover deletes the pod that holds the controller's RedisLock
+// and times the other replica's taking over; the webhook, served by the new
+// leader or not, still injects.
+func controllerFailover(t *testing.T) {
+	key := types.NamespacedName{Namespace: releaseNS, Name: release + "-redislock-leader"}
+	var holder string
+	waitFor(t, leaderTimeout, "the controller's RedisLock has a holder", func(ctx context.Context) (bool, string) {
+		var lock v1alpha1.RedisLock
+		if err := rl.Get(ctx, key, &lock); err != nil {
+			return false, err.Error()
+		}
+		holder = lock.Status.HolderIdentity
+		return holder != "", "no holder"
+	})
+	start := time.Now()
+	if err := client.CoreV1().Pods(releaseNS).Delete(context.Background(), holder, metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("delete the controller's leader %s: %v", holder, err)
+	}
+	var next string
+	d := waitFor(t, leaderTimeout, "another controller pod holds the lock", func(ctx context.Context) (bool, string) {
+		var lock v1alpha1.RedisLock
+		if err := rl.Get(ctx, key, &lock); err != nil {
+			return false, err.Error()
+		}
+		next = lock.Status.HolderIdentity
+		return next != "" && next != holder, "holder " + next
+	})
+	t.Logf("controller leader %s deleted: %s holds the lock after %.2fs", holder, next, d.Seconds())
+	mustKubectl(t, "", "-n", releaseNS, "rollout", "status", "deployment/"+release+"-redislock-controller", "--timeout", rolloutTimeout.String())
+	t.Logf("controller Deployment Available again %.1fs after the delete", time.Since(start).Seconds())
+	// The new leader reconciles: a new RedisLock gets a Ready condition.
+	mustKubectl(t, fmt.Sprintf("apiVersion: redislock.io/v1alpha1\nkind: RedisLock\nmetadata: {name: after-failover, namespace: %s}\nspec:\n  redis: {addrs: [%q]}\n", appNS, cluster.RedisAddr), "apply", "-f", "-")
+	waitFor(t, leaderTimeout, "a RedisLock made after the failover gets Ready", func(ctx context.Context) (bool, string) {
+		var lock v1alpha1.RedisLock
+		if err := rl.Get(ctx, types.NamespacedName{Namespace: appNS, Name: "after-failover"}, &lock); err != nil {
+			return false, err.Error()
+		}
+		for _, c := range lock.Status.Conditions {
+			if c.Type == "Ready" {
+				return c.Status == metav1.ConditionTrue, c.Reason + ": " + c.Message
+			}
+		}
+		return false, "no Ready condition"
+	})
+}
+
+// rbacIsEnough: no pod of ours logged a forbidden error, and the agent's
+// service account can do what the agent does and nothing near it.
+func rbacIsEnough(t *testing.T) {
+	for _, c := range []struct{ ns, selector, container string }{
+		{releaseNS, "app.kubernetes.io/name=redislock", "controller"},
+		{appNS, "app=" + app, "redislock-agent"},
+	} {
+		out := mustKubectl(t, "", "-n", c.ns, "logs", "-l", c.selector, "-c", c.container, "--tail=-1", "--prefix")
+		for _, line := range strings.Split(out, "\n") {
+			if strings.Contains(strings.ToLower(line), "forbidden") {
+				t.Errorf("%s/%s: %s", c.ns, c.container, line)
+			}
+		}
+	}
+	sa := "system:serviceaccount:" + appNS + ":" + app
+	for _, c := range []struct {
+		verb, resource string
+		want           bool
+	}{
+		{"patch", "pods", true},
+		{"get", "redislocks.redislock.io", true},
+		{"get", "redisconnections.redislock.io", true},
+		{"get", "secrets", true},
+		{"list", "secrets", false},
+		{"watch", "redislocks.redislock.io", false},
+		{"update", "redislocks.redislock.io/status", false},
+		{"delete", "pods", false},
+		{"create", "pods", false},
+		{"create", "leases.coordination.k8s.io", false},
+	} {
+		out, err := kubectl.Run(context.Background(), "", "auth", "can-i", c.verb, c.resource, "-n", appNS, "--as", sa)
+		got := strings.TrimSpace(out) == "yes"
+		if err != nil && !apierrors.IsForbidden(err) && strings.TrimSpace(out) != "no" {
+			t.Errorf("can-i %s %s: %v %s", c.verb, c.resource, err, out)
+			continue
+		}
+		if got != c.want {
+			t.Errorf("the agent's service account: can-i %s %s = %v, want %v", c.verb, c.resource, got, c.want)
+		}
+	}
+}

@@ -1,0 +1,224 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// leaderLabel is the label the agent keeps on its pod.
+const leaderLabel = "redislock.io/leader"
+
+func mustKubectl(t *testing.T, stdin string, args ...string) string {
+	t.Helper()
+	out, err := kubectl.Run(context.Background(), stdin, args...)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	return out
+}
+
+func mustHelm(t *testing.T, timeout time.Duration, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, helmBin, append([]string{"--kubeconfig", cluster.Kubeconfig}, args...)...)
+	cmd.Dir = repoRoot
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// waitFor polls cond every 50ms until it returns true and returns how long
+// that took; it fails t after within, with what and cond's last word.
+func waitFor(t *testing.T, within time.Duration, what string, cond func(ctx context.Context) (bool, string)) time.Duration {
+	t.Helper()
+	start := time.Now()
+	var last string
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, within, true, func(ctx context.Context) (bool, error) {
+		ok, why := cond(ctx)
+		if ctx.Err() == nil { // a call cut short by the deadline says nothing
+			last = why
+		}
+		return ok, nil
+	})
+	if err != nil {
+		t.Fatalf("%s: not within %v: %s", what, within, last)
+	}
+	return time.Since(start)
+}
+
+func pods(ctx context.Context, ns, selector string) ([]corev1.Pod, error) {
+	list, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
+
+// leaders are the pods labelled leader, and their names as one string.
+func leaders(ps []corev1.Pod) ([]corev1.Pod, string) {
+	var ls []corev1.Pod
+	var all []string
+	for _, p := range ps {
+		mark := p.Labels[leaderLabel]
+		if p.DeletionTimestamp != nil {
+			mark += "(terminating)"
+		}
+		if !slices.ContainsFunc(p.Spec.InitContainers, func(c corev1.Container) bool { return c.Name == "redislock-agent" }) {
+			mark += "(no agent)"
+		}
+		all = append(all, p.Name+"="+mark)
+		if p.Labels[leaderLabel] == "true" {
+			ls = append(ls, p)
+		}
+	}
+	return ls, strings.Join(all, " ")
+}
+
+// ready counts the pods that are Ready and not terminating.
+func ready(ps []corev1.Pod) int {
+	n := 0
+	for _, p := range ps {
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// labelOverlapLimit bounds how long two pods may both carry the leader
+// label. The README promises no more than "for a moment after a
+// handover": the old leader's agent patches its label false after it has
+// released the lock, so the new leader's patch can land first. A renew
+// interval (2/15 of the 5s ttl) plus two patches is well below this.
+const labelOverlapLimit = 2 * time.Second
+
+// sampler lists the pods every 100ms (or as often as the API server
+// answers, if slower) until stopped and records each stretch of samples in
+// which more than one pod carries the leader label.
+type sampler struct {
+	start   time.Time
+	stop    chan struct{}
+	done    chan struct{}
+	mu      sync.Mutex
+	samples int
+	errs    []string
+	twice   []string      // every sample with two labels, for the failure message
+	since   time.Time     // when the current stretch of two labels began; zero outside one
+	longest time.Duration // the longest such stretch so far
+	stretch int           // how many stretches
+}
+
+func startSampler(ns, selector string) *sampler {
+	s := &sampler{start: time.Now(), stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-s.stop:
+				return
+			case <-tick.C:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			ps, err := pods(ctx, ns, selector)
+			cancel()
+			now := time.Now()
+			s.mu.Lock()
+			switch ls, all := leaders(ps); {
+			case err != nil:
+				s.errs = append(s.errs, err.Error())
+			case len(ls) > 1:
+				if s.since.IsZero() {
+					s.since = now
+					s.stretch++
+				}
+				s.longest = max(s.longest, now.Sub(s.since))
+				s.twice = append(s.twice, fmt.Sprintf("%s: %s", now.Format("15:04:05.000"), all))
+			default:
+				s.since = time.Time{}
+			}
+			s.samples++
+			s.mu.Unlock()
+		}
+	}()
+	return s
+}
+
+// check stops the sampler and fails t if two pods carried the leader label
+// for longer than labelOverlapLimit, or if listing failed in more than a
+// few samples.
+func (s *sampler) check(t *testing.T) {
+	t.Helper()
+	close(s.stop)
+	<-s.done
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t.Logf("leader label sampled %d times in %.0fs: two pods labelled in %d samples, %d stretches, the longest %v",
+		s.samples, time.Since(s.start).Seconds(), len(s.twice), s.stretch, s.longest.Round(time.Millisecond))
+	if s.longest > labelOverlapLimit {
+		t.Errorf("two pods carried %s=true for %v, more than %v:\n%s", leaderLabel, s.longest, labelOverlapLimit, strings.Join(s.twice, "\n"))
+	}
+	if len(s.errs) > s.samples/10 {
+		t.Errorf("%d of %d samples failed to list pods: %s", len(s.errs), s.samples, s.errs[0])
+	}
+}
+
+// steadyOneLeader samples the pods for d and fails t unless every sample
+// finds exactly one leader, the same one: with nothing disturbed, the
+// label holds still.
+func steadyOneLeader(t *testing.T, ns, selector string, d time.Duration) {
+	t.Helper()
+	var first string
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		ps, err := pods(context.Background(), ns, selector)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls, all := leaders(ps)
+		if len(ls) != 1 || (first != "" && ls[0].Name != first) {
+			t.Fatalf("steady state, yet not the one same leader: %s (first %s)", all, first)
+		}
+		first = ls[0].Name
+	}
+}
+
+// waitForWebhook waits until the API server reaches the injection webhook
+// through its Service. Ready controller pods are not enough: kube-proxy
+// routes the Service's address a moment later, and until then the webhook
+// (failurePolicy Ignore) lets annotated pods through without the agent.
+// The probe is a dry-run pod naming a RedisLock that does not exist: only
+// the webhook refuses it.
+func waitForWebhook(t *testing.T) {
+	t.Helper()
+	probe := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "webhook-probe", Annotations: map[string]string{"redislock.io/lock": "no-such-lock"}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: cluster.AppImage}}},
+	}
+	d := waitFor(t, rolloutTimeout, "the webhook answers through its Service", func(ctx context.Context) (bool, string) {
+		_, err := client.CoreV1().Pods("default").Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err == nil {
+			return false, "a pod naming a missing RedisLock was let through: the webhook was not called"
+		}
+		return strings.Contains(err.Error(), `RedisLock "no-such-lock" not found`), err.Error()
+	})
+	t.Logf("the webhook answers through its Service %.1fs after the controller is Available", d.Seconds())
+}
