@@ -134,11 +134,23 @@ func ensurePackages() error {
 	if len(missing) == 0 {
 		return nil
 	}
-	fmt.Printf("cluster: apt-get install %s\n", strings.Join(missing, " "))
-	cmd := exec.Command("apt-get", append([]string{"install", "-y", "--no-install-recommends"}, missing...)...)
-	cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("apt-get install %s: %w\n%s", strings.Join(missing, " "), err, lastLines(string(out), 20))
+	fmt.Printf("cluster: apt-get update, then apt-get install %s\n", strings.Join(missing, " "))
+	// The packages' services stay stopped (the cluster runs its own
+	// containerd, in its namespaces): policy-rc.d refuses them, as
+	// hack/ensure-redis.sh does, and goes again after.
+	const policy = "/usr/sbin/policy-rc.d"
+	if _, err := os.Stat(policy); errors.Is(err, os.ErrNotExist) {
+		if err := os.WriteFile(policy, []byte("#!/bin/sh\nexit 101\n"), 0o755); err != nil {
+			return err
+		}
+		defer func() { _ = os.Remove(policy) }()
+	}
+	for _, args := range [][]string{{"update", "-qq"}, append([]string{"install", "-y", "-qq", "--no-install-recommends"}, missing...)} {
+		cmd := exec.Command("apt-get", args...)
+		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("apt-get %s: %w\n%s", strings.Join(args, " "), err, lastLines(string(out), 20))
+		}
 	}
 	return nil
 }
