@@ -27,9 +27,8 @@ import (
 // affected.
 func TestAgentPolicyLeavesAPodOnlyItsOwnLeaderLabel(t *testing.T) {
 	ns := newNamespace(t)
-	for _, f := range []string{"role.yaml", "policy.yaml"} {
-		mustKubectl(t, "apply", "-f", filepath.Join(repoRoot, "config", "rbac", "agent", f))
-	}
+	applyAgentRole(t)
+	mustKubectl(t, "apply", "-f", filepath.Join(repoRoot, "config", "rbac", "agent", "policy.yaml"))
 	t.Cleanup(func() {
 		_, _ = kubectl(t, "delete", "-f", filepath.Join(repoRoot, "config", "rbac", "agent", "policy.yaml"))
 	})

@@ -140,7 +140,7 @@ func TestThreeAgentsOneLeaderThroughFaults(t *testing.T) {
 // run with exactly the rights the docs tell users to grant.
 func agentUser(t *testing.T, ns string) string {
 	t.Helper()
-	mustKubectl(t, "apply", "-f", filepath.Join(repoRoot, "config", "rbac", "agent", "role.yaml"))
+	applyAgentRole(t)
 	name := "agent-" + ns
 	user, err := testEnv.AddUser(envtest.User{Name: name}, nil)
 	if err != nil {

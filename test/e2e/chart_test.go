@@ -329,10 +329,7 @@ func TestHelmPackagedChartInstalls(t *testing.T) {
 	for name, values := range map[string][]string{"defaults": nil, "everything on": everythingOn} {
 		t.Run(name, func(t *testing.T) {
 			ns := newNamespace(t)
-			// Without the cluster-wide agent roles: even a dry run refuses
-			// to "take over" the ones other tests applied without Helm's
-			// labels (serverDryRun below takes them to the API server).
-			out, err := helm(t, append(append([]string{"install", "rl", tgz, "-n", ns, "--dry-run=server"}, values...), "--set", "agentRole.create=false")...)
+			out, err := helm(t, append([]string{"install", "rl", tgz, "-n", ns, "--dry-run=server"}, values...)...)
 			if err != nil {
 				t.Fatalf("helm install --dry-run=server %s: %v\n%s", filepath.Base(tgz), err, out)
 			}
@@ -352,10 +349,7 @@ const crdUpgrade = "helm show crds CHART | kubectl apply --server-side --force-c
 // on CRDs that helm install created: without --force-conflicts the apply
 // would conflict with Helm's field manager.
 func TestHelmCRDUpgradeInstructionIsOneAndWorks(t *testing.T) {
-	// A release name of its own and no cluster-wide agent roles: even a
-	// client dry run refuses to "take over" cluster-scoped objects that
-	// other tests created without Helm's labels.
-	notes, err := helm(t, "install", "notes", chartDir(), "-n", "ops", "--dry-run=client", "--set", "agentRole.create=false")
+	notes, err := helm(t, "install", "rl", chartDir(), "-n", "ops", "--dry-run=client")
 	if err != nil {
 		t.Fatalf("helm install --dry-run=client: %v\n%s", err, notes)
 	}

@@ -146,3 +146,14 @@ func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool
 		t.Fatalf("timed out after %v waiting for %s", within, what)
 	}
 }
+
+// applyAgentRole applies the redislock-agent ClusterRole
+// (config/rbac/agent/role.yaml) for t and deletes it when t ends, so that a
+// later test never finds a copy that Helm did not make (helm install, even
+// a dry run, refuses to take over such an object).
+func applyAgentRole(t *testing.T) {
+	t.Helper()
+	role := filepath.Join(repoRoot, "config", "rbac", "agent", "role.yaml")
+	mustKubectl(t, "apply", "-f", role)
+	t.Cleanup(func() { _, _ = kubectl(t, "delete", "--ignore-not-found", "-f", role) })
+}
