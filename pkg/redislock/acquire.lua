@@ -6,6 +6,7 @@
 --          which the last grant or renewal is valid; it never expires, so
 --          that no volatile-* eviction policy can take it (see keys.go)
 -- KEYS[4]  the holder's metadata ("redislock:{<name>}:meta")
+-- KEYS[5]  the node's epoch marker (see keys.go): "<since>:<lastsave>"
 -- ARGV[1]  the value to store (see value.go)
 -- ARGV[2]  the ttl in milliseconds
 -- ARGV[3]  "1" when the nodes never lose an acknowledged write (AssumeDurable)
@@ -17,60 +18,109 @@
 --          reason 0 is the restart guard and 1 a vanished key.
 -- On success it publishes "acquired" on KEYS[1] .. ":events".
 --
+-- The key is set first, as the cheapest test of whether the lock is free; a
+-- lock that turns out held back is deleted again before the script ends, so
+-- no one sees it.
+--
 -- Vanished keys: a lock key that is gone before its holder's time is up (a
 -- DEL, an eviction, a force-release) is not free: its holder may still
 -- believe it holds the lock until the validity the last renewal recorded.
 --
 -- Restart guard: a node without the fencing counter has never granted the
--- lock, or has lost its data (a restart without persistence), and then a
--- holder it granted may still believe it holds the lock for up to a ttl
--- after the restart. Such a node grants nothing until it has been up for
--- one ttl. uptime_in_seconds is the difference of two whole-second clock
--- readings, so the node has been up for more than one second less than it.
-if redis.call('EXISTS', KEYS[1]) == 0 then
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  local valid = tonumber(redis.call('GET', KEYS[3]) or '0') or 0
-  if valid > now then
-    return {1, valid - now}
+-- lock, or has lost its data (a restart without persistence, a FLUSHALL,
+-- FLUSHDB or SWAPDB), and then a holder it granted may still believe it holds
+-- the lock for up to a ttl after the loss. Such a node grants nothing new
+-- until a ttl after its data is known whole again. The epoch marker records
+-- since when that is ("since", server ms), and the node's LASTSAVE when that
+-- was last checked. The marker goes with the data, and a restart that
+-- restores the data from disk changes LASTSAVE (Redis sets it at start-up),
+-- so only a missing marker or a moved LASTSAVE (a restart, or a save) makes
+-- the script read the uptime (INFO), once per node and epoch or save:
+-- - no marker, and the node's commands include no flush since it started
+--   (INFO commandstats): the data is as old as the process (a first use,
+--   or a restart without persistence): since = the process start;
+-- - no marker after a flush: since = now;
+-- - a marker, and the process may have started after "since": the marker
+--   came back from disk with data that may be older: since = the process
+--   start; otherwise the process wrote the marker and LASTSAVE moved with
+--   a save: since stays.
+-- Redis reports its uptime in whole seconds, so the process started no later
+-- than now - (uptime - 1s). A flush followed by CONFIG RESETSTAT before the
+-- next grant of a new name is taken for a restart at the process start.
+local function guard(now, ttl)
+  local saved = redis.call('LASTSAVE')
+  local m = redis.call('GET', KEYS[5])
+  local since, checked
+  if m then
+    local s, c = string.match(m, '^(%d+):(%d+)$')
+    since, checked = tonumber(s), tonumber(c)
   end
-  -- The lock is free. The fencing counter's absence is read once: it
-  -- arms the restart guard and makes the counter start anew.
-  local fresh = redis.call('EXISTS', KEYS[2]) == 0
-  if fresh and ARGV[3] ~= '1' then
+  if not since or checked ~= saved then
     local up = tonumber(string.match(redis.call('INFO', 'server'), 'uptime_in_seconds:(%d+)'))
-    local wait = tonumber(ARGV[2]) - (up - 1) * 1000
+    local started = math.min(now, now - (up - 1) * 1000)
+    if not since then
+      local stats = redis.call('INFO', 'commandstats')
+      if string.find(stats, 'cmdstat_flushall:', 1, true) or string.find(stats, 'cmdstat_flushdb:', 1, true)
+          or string.find(stats, 'cmdstat_swapdb:', 1, true) then
+        since = now
+      else
+        since = started
+      end
+    elseif started >= since then
+      since = started
+    end
+    redis.call('SET', KEYS[5], since .. ':' .. saved)
+  end
+  return since + ttl - now
+end
+
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  local counter = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
+  return {counter, redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[1])}
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ttl = tonumber(ARGV[2])
+local valid = tonumber(redis.call('GET', KEYS[3]) or '0') or 0
+if valid > now then
+  redis.call('DEL', KEYS[1])
+  return {1, valid - now}
+end
+-- Fencing tokens: a node without the counter (INCR made it 1: its first grant
+-- of the lock, or after it lost its data, or after the counter expired after
+-- its lifetime of idleness or was evicted) starts it at the server's clock in
+-- whole milliseconds since the epoch, times 1000, plus one; each grant adds
+-- one. A node that lost its counter thus restarts above every token it
+-- handed out before, as long as its clock did not step back and it granted
+-- fewer than 1000 locks per millisecond (S3 across a restart without
+-- persistence, an expiry or an eviction). Whole milliseconds make the nodes
+-- of one Redlock acquisition often start equal, so the holder need not raise
+-- the lagging counters (fence.lua) on a new name. (A coarser grid would make
+-- them agree more often, but a counter evicted within the grid step of its
+-- last grant would then start below the tokens it handed out.)
+local fence = redis.call('INCR', KEYS[2])
+local fresh = fence == 1
+if fresh then
+  if ARGV[3] ~= '1' then
+    local wait = guard(now, ttl)
     if wait > 0 then
+      redis.call('DEL', KEYS[1], KEYS[2])
       return {0, wait}
     end
   end
-  -- Fencing tokens: a node without the counter (its first grant of the lock,
-  -- or after it lost its data) starts it at the server's clock in whole
-  -- milliseconds since the epoch, times 1000, and each grant adds one. A node
-  -- that lost its counter thus restarts above every token it handed out
-  -- before, as long as its clock did not step back and it granted fewer than
-  -- 1000 locks per millisecond (S3 across a restart without persistence; the
-  -- restart guard puts at least a ttl between the two). Whole milliseconds
-  -- make the nodes of one Redlock acquisition usually start equal, so the
-  -- holder need not raise the lagging counters (fence.lua) on a fresh name.
-  -- A counter that expired after its lifetime of idleness starts anew the
-  -- same way: the lifetime is far longer than any ttl, so the clock has moved
-  -- on by far more than the grants counted since the counter started.
-  redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) -- free: always set
-  if fresh then
-    redis.call('SET', KEYS[2], now .. '000')
-  end
-  local fence = redis.call('INCR', KEYS[2])
+  fence = now * 1000 + 1
+  redis.call('SET', KEYS[2], now .. '001', 'PX', ARGV[4])
+else
   redis.call('PEXPIRE', KEYS[2], ARGV[4])
-  local valid = now + tonumber(ARGV[2])
-  redis.call('SET', KEYS[3], valid)
-  if ARGV[5] ~= '' then
-    redis.call('SET', KEYS[4], ARGV[5], 'PX', ARGV[2])
-  else
-    redis.call('DEL', KEYS[4])
-  end
-  redis.call('PUBLISH', KEYS[1] .. ':events', 'acquired')
-  return fence
 end
-local counter = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
-return {counter, redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[1])}
+redis.call('SET', KEYS[3], now + ttl)
+if ARGV[5] ~= '' then
+  redis.call('SET', KEYS[4], ARGV[5], 'PX', ARGV[2])
+elseif not fresh then
+  -- An earlier holder's, left behind by a vanished key. A fresh name has
+  -- none: metadata lives no longer than its lock key's renewals, and the
+  -- counter far longer.
+  redis.call('DEL', KEYS[4])
+end
+redis.call('PUBLISH', KEYS[1] .. ':events', 'acquired')
+return fence

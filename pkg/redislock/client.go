@@ -47,11 +47,12 @@ type Options struct {
 	// write: every node persists each write before it answers
 	// (appendonly yes, appendfsync always) and no failover promotes a
 	// replica that lags. Default false: a node that has no fencing counter
-	// for a lock (it never granted it, or it restarted and lost its data)
-	// grants that lock only once it has been up for the lock's ttl, so a
-	// holder granted before a restart has stepped down before anyone else
-	// is granted (S1). The price is at most one ttl of waiting for the
-	// first grant of a lock on a node that started less than a ttl ago.
+	// for a lock (it never granted it, or it restarted or was flushed and
+	// lost its data) grants that lock only once its data has been whole for
+	// the lock's ttl, so a holder granted before the loss has stepped down
+	// before anyone else is granted (S1). The price is at most one ttl of
+	// waiting for the first grant of a new lock after a restart or a flush
+	// (see the package documentation).
 	AssumeDurable bool
 
 	// WaitReplicas, when positive, makes every acquire, renew and fencing
@@ -88,6 +89,8 @@ type Client struct {
 	opts    Options
 	replies sync.Pool // of *replyBuf
 	durable string    // acquire.lua's ARGV[3]: "1" with AssumeDurable
+	// epoch gives the restart guard's epoch marker for a lock name.
+	epoch func(name string) string
 	// fenceLife is the lifetime of an idle fencing counter for a lock of
 	// a ttl: fenceLifetime, which tests shorten.
 	fenceLife func(ttl time.Duration) time.Duration
@@ -157,6 +160,7 @@ func New(nodes []redis.UniversalClient, opts *Options) (*Client, error) {
 		c.nodes = append(c.nodes, newNode(nodeName(i, rc), rc, o.WaitReplicas, o.NodeTimeout))
 		c.all = append(c.all, i)
 	}
+	c.epoch = epochKeys(o.KeyPrefix, nodes)
 	return c, nil
 }
 

@@ -59,3 +59,39 @@ func TestLockOnRedisCluster(t *testing.T) {
 		}
 	}
 }
+
+// With the restart guard on, each slot has its own epoch marker, whose
+// key hashes to the slot of the locks it guards (else the script would
+// fail with a cross-slot error); the guard holds the just-started Cluster's
+// locks back for a ttl, and then the lifecycle works.
+func TestRestartGuardOnRedisCluster(t *testing.T) {
+	cc := startCluster(t)
+	const ttl = time.Second
+	c, err := redislock.New([]redis.UniversalClient{cc}, &redislock.Options{Identity: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, name := range []string{"alpha", "bravo", "charlie", "delta", "echo", "foxtrot"} {
+		marker := redislock.EpochKey(c, name)
+		want, err := cc.ClusterKeySlot(ctx, "redislock:{"+name+"}").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := cc.ClusterKeySlot(ctx, marker).Result(); err != nil || got != want {
+			t.Fatalf("%s: epoch marker %q in slot %d (%v), the lock's slot is %d", name, marker, got, err, want)
+		}
+		wait, cancel := context.WithTimeout(ctx, 10*ttl)
+		l, err := c.ObtainWait(wait, name, ttl, nil)
+		cancel()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if n, err := cc.Exists(ctx, marker).Result(); err != nil || n != 1 {
+			t.Fatalf("%s: epoch marker %q not written (%d, %v)", name, marker, n, err)
+		}
+	}
+}

@@ -45,16 +45,22 @@
 // after its lock has passed to another. Systems that must never accept a
 // stale holder's write should check the fencing token.
 //
-// A node that restarts without persistence forgets the lock and its fencing
-// counter while the holder may still believe it holds the lock. The restart
-// guard covers this: a node with no fencing counter for a lock (it never
-// granted it, or it lost its data) grants that lock only once it has been
-// up for one ttl; the old holder's renewal finds the key gone and it steps
-// down, and its belief ends within a ttl of its last renewal, so S1 holds.
-// The price is up to one ttl (plus a second: Redis reports its uptime in
-// whole seconds) before the first grant of a lock on a node that started
-// less than a ttl ago. Options.AssumeDurable turns the guard off for nodes
-// that never lose an acknowledged write.
+// A node that restarts without persistence, or whose data is flushed
+// (FLUSHALL, FLUSHDB, SWAPDB), forgets the lock and its fencing counter
+// while the holder may still believe it holds the lock. The restart guard
+// covers this: a node with no fencing counter for a lock (it never granted
+// it, or it lost its data) grants that lock only once its data has been
+// whole for one ttl; the old holder's renewal finds the key gone and it
+// steps down, and its belief ends within a ttl of its last renewal, so S1
+// holds. Each node keeps an epoch marker (see epoch.go) that goes with its
+// data, and a restart that restores a snapshot from disk is told by
+// LASTSAVE, which Redis resets at start-up; the guard reads the uptime only
+// then, so a grant on a node known whole sends no INFO. The price is up to
+// one ttl (plus a second: Redis reports its uptime in whole seconds) before
+// the first grant of a new lock after a restart or a flush. A flush
+// followed by CONFIG RESETSTAT before the next new lock is taken for a
+// restart at the process start. Options.AssumeDurable turns the guard off
+// for nodes that never lose an acknowledged write.
 //
 // # What a fencing counter means
 //
@@ -85,10 +91,11 @@
 //
 // Fencing counters start at the server's clock in whole milliseconds since
 // the epoch, times 1000 (then +1 per grant), so a counter lost with the
-// node's data, or expired after its idle lifetime, starts again above every
-// token handed out before, as long as the server's clock does not step back
-// (by more than the lifetime, for an expired one) and fewer than 1000 grants
-// of the lock come per millisecond (S3 across a restart and an expiry).
+// node's data, evicted, or expired after its idle lifetime, starts again
+// above every token handed out before, as long as the server's clock does
+// not step back (by more than the lifetime, for an expired one) and fewer
+// than 1000 grants of the lock come per millisecond (S3 across a restart,
+// an eviction and an expiry).
 //
 // A Sentinel failover to an asynchronous replica that had not yet received
 // the key loses it too. Options.WaitReplicas makes every acquire and renew
@@ -98,8 +105,9 @@
 // promoted one has the lock.
 //
 // Not covered: persistence that restores an older state (appendfsync
-// everysec, RDB snapshots) keeps a counter but may lose the newest key, so
-// the guard does not fire. Run Redis with appendonly yes and appendfsync
+// everysec, RDB snapshots) keeps a counter but may lose the newest key of
+// a lock that counter belongs to, and the guard fires only for locks it has
+// no counter of. Run Redis with appendonly yes and appendfsync
 // always for locks that matter, and prefer Redlock over independent nodes to
 // replicated failover.
 //

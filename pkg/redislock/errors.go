@@ -69,7 +69,7 @@ func (e *GuardedError) Error() string {
 	if e.KeyVanished {
 		return fmt.Sprintf("%v: %q: its key vanished (a DEL, an eviction, a force-release) before its last holder's renewal ran out, and that holder may still act; it can be granted in %v", ErrGuarded, e.Name, e.Wait)
 	}
-	return fmt.Sprintf("%v: %q: a majority of nodes started less than a ttl ago and hold no record of the lock, so a holder from before a restart may still act; it can be granted in %v (see Options.AssumeDurable)", ErrGuarded, e.Name, e.Wait)
+	return fmt.Sprintf("%v: %q: a majority of nodes restarted or were flushed less than a ttl ago and hold no record of the lock, so a holder from before may still act; it can be granted in %v (see Options.AssumeDurable)", ErrGuarded, e.Name, e.Wait)
 }
 
 // Unwrap returns ErrGuarded.

@@ -17,3 +17,7 @@ var FenceLifetime = fenceLifetime
 func SetFenceLifetime(c *Client, d time.Duration) {
 	c.fenceLife = func(time.Duration) time.Duration { return d }
 }
+
+// EpochKey is the key of the epoch marker that c's acquisitions of name
+// read.
+func EpochKey(c *Client, name string) string { return c.epoch(name) }

@@ -28,7 +28,7 @@ func (c *Client) ForceRelease(ctx context.Context, name string, ttl time.Duratio
 	}
 	keys := keysFor(c.opts.KeyPrefix, name)
 	ttlMs := ttl.Milliseconds()
-	replies, buf := c.each(ctx, c.all, forceReleaseScript, forceReleaseScript.args(&keys.lock, &keys.until, &keys.meta, &value, &ttlMs))
+	replies, buf := c.each(ctx, c.all, forceReleaseScript, &keys.lock, &keys.until, &keys.meta, &value, &ttlMs)
 	defer c.done(buf)
 	failed := false
 	for _, rep := range replies {

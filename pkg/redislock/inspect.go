@@ -57,7 +57,7 @@ func (c *Client) inspect(ctx context.Context, name string) (Holder, string, erro
 		return Holder{}, "", err
 	}
 	keys := keysFor(c.opts.KeyPrefix, name)
-	replies, buf := c.each(ctx, c.all, inspectScript, inspectScript.args(&keys.lock, &keys.fence, &keys.meta))
+	replies, buf := c.each(ctx, c.all, inspectScript, &keys.lock, &keys.fence, &keys.meta)
 	defer c.done(buf)
 	var (
 		h       Holder

@@ -25,12 +25,16 @@ import (
 //	                   living as long as the lock key
 //	P{<name>}:events   the pub/sub channel ("acquired", "released"); the
 //	                   scripts derive it from the lock key the same way
+//
+// and the node's epoch marker, shared by every lock (see epoch.go).
 type lockKeys struct {
 	name  string
 	lock  string
 	fence string
 	until string
 	meta  string
+	// epoch is the epoch marker's key, set where an acquisition needs it.
+	epoch string
 }
 
 // DefaultKeyPrefix is the prefix of every key and channel of a lock when

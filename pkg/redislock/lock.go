@@ -92,7 +92,7 @@ func (l *Lock) stepDown(renewDeadline time.Duration) time.Time {
 // invalid), and one wrapping ErrNoQuorum when too few nodes answered.
 func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	c := l.client
-	replies, buf := c.each(ctx, c.all, lockTTLScript, lockTTLScript.args(&l.keys.lock, &l.value))
+	replies, buf := c.each(ctx, c.all, lockTTLScript, &l.keys.lock, &l.value)
 	defer c.done(buf)
 	var left []time.Duration
 	gone := 0
@@ -211,7 +211,8 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, me
 	keys, value := newAcquisition(c.opts.KeyPrefix, name, c.opts.Identity)
 	l := &Lock{client: c, keys: keys, value: value, metadata: metadata, ttl: ttl}
 	ttlMs, fenceMs := ttl.Milliseconds(), c.fenceLife(ttl).Milliseconds()
-	replies, buf := c.each(ctx, c.all, acquireScript, acquireScript.args(&l.keys.lock, &l.keys.fence, &l.keys.until, &l.keys.meta, &l.value, &ttlMs, &c.durable, &fenceMs, &l.metadata))
+	l.keys.epoch = c.epoch(name)
+	replies, buf := c.each(ctx, c.all, acquireScript, &l.keys.lock, &l.keys.fence, &l.keys.until, &l.keys.meta, &l.keys.epoch, &l.value, &ttlMs, &c.durable, &fenceMs, &l.metadata)
 	defer c.done(buf)
 	var (
 		took    []int
@@ -286,7 +287,7 @@ func (c *Client) commitFence(ctx context.Context, l *Lock, took []int, replies [
 	if len(behind) == 0 {
 		return nil
 	}
-	raised, buf := c.each(ctx, behind, fenceScript, fenceScript.args(&l.keys.lock, &l.keys.fence, &l.value, &l.fence, &fenceMs))
+	raised, buf := c.each(ctx, behind, fenceScript, &l.keys.lock, &l.keys.fence, &l.value, &l.fence, &fenceMs)
 	defer c.done(buf)
 	known := len(took) - len(behind)
 	for _, i := range behind {
@@ -461,7 +462,7 @@ func (l *Lock) refresh(ctx context.Context, start time.Time, ttl time.Duration) 
 	}
 	c := l.client
 	ttlMs, fenceMs := ttl.Milliseconds(), c.fenceLife(ttl).Milliseconds()
-	replies, buf := c.each(ctx, c.all, renewScript, renewScript.args(&l.keys.lock, &l.keys.until, &l.keys.fence, &l.keys.meta, &l.value, &ttlMs, &fenceMs))
+	replies, buf := c.each(ctx, c.all, renewScript, &l.keys.lock, &l.keys.until, &l.keys.fence, &l.keys.meta, &l.value, &ttlMs, &fenceMs)
 	defer c.done(buf)
 	ok, gone := 0, 0
 	var missing []int
@@ -516,7 +517,7 @@ func (l *Lock) restore(ctx context.Context, idx []int, ttlMs, fenceMs int64) {
 		return
 	}
 	c := l.client
-	replies, buf := c.each(ctx, idx, restoreScript, restoreScript.args(&l.keys.lock, &l.keys.fence, &l.keys.until, &l.keys.meta, &l.value, &ttlMs, &l.fence, &fenceMs, &l.metadata))
+	replies, buf := c.each(ctx, idx, restoreScript, &l.keys.lock, &l.keys.fence, &l.keys.until, &l.keys.meta, &l.value, &ttlMs, &l.fence, &fenceMs, &l.metadata)
 	defer c.done(buf)
 	var errs []error
 	for _, i := range idx {
@@ -550,13 +551,13 @@ func (l *Lock) Release(ctx context.Context) error {
 }
 
 func (c *Client) release(ctx context.Context, l *Lock, idx []int) error {
-	return c.deleteKeys(ctx, l, idx, releaseScript, releaseScript.args(&l.keys.lock, &l.keys.until, &l.keys.meta, &l.value))
+	return c.deleteKeys(ctx, l, idx, releaseScript, &l.keys.lock, &l.keys.until, &l.keys.meta, &l.value)
 }
 
 // deleteKeys runs a compare-and-delete script (release.lua or giveback.lua)
 // for l on the nodes in idx and reports the outcome as Release does.
-func (c *Client) deleteKeys(ctx context.Context, l *Lock, idx []int, s *script, args []any) error {
-	replies, buf := c.each(ctx, idx, s, args)
+func (c *Client) deleteKeys(ctx context.Context, l *Lock, idx []int, s *script, keysAndArgs ...any) error {
+	replies, buf := c.each(ctx, idx, s, keysAndArgs...)
 	defer c.done(buf)
 	deleted, failed := 0, 0
 	for _, r := range replies {
@@ -587,7 +588,7 @@ func (c *Client) giveBack(ctx context.Context, l *Lock, idx []int) {
 	}
 	ctx = context.WithoutCancel(ctx)
 	go func() {
-		err := c.deleteKeys(ctx, l, idx, givebackScript, givebackScript.args(&l.keys.lock, &l.keys.fence, &l.keys.until, &l.keys.meta, &l.value))
+		err := c.deleteKeys(ctx, l, idx, givebackScript, &l.keys.lock, &l.keys.fence, &l.keys.until, &l.keys.meta, &l.value)
 		if err != nil && !errors.Is(err, ErrNotHeld) {
 			c.opts.Logger.V(1).Info("could not give back a failed acquisition; its keys expire within the ttl", "lock", l.keys.name, "error", err.Error())
 		}

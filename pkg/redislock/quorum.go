@@ -23,24 +23,38 @@ type reply struct {
 //
 // The slice comes from a pool: callers hand buf back with c.done once they
 // no longer read the replies.
-func (c *Client) each(ctx context.Context, idx []int, s *script, args []any) (replies []reply, buf *replyBuf) {
+func (c *Client) each(ctx context.Context, idx []int, s *script, keysAndArgs ...any) (replies []reply, buf *replyBuf) {
 	buf = c.replies.Get().(*replyBuf)
-	return c.fill(ctx, idx, s, args, buf.r), buf
+	buf.args = s.appendArgs(buf.args, keysAndArgs...)
+	replies, buf.late = c.fill(ctx, idx, s, buf.args, buf.r)
+	return replies, buf
 }
 
-// replyBuf holds a reusable replies slice, len(c.nodes) long.
-type replyBuf struct{ r []reply }
+// replyBuf holds a reusable replies slice, len(c.nodes) long, and the
+// arguments of the calls.
+type replyBuf struct {
+	r    []reply
+	args []any
+	// late says calls may still be under way (fill gave up waiting), and
+	// may still read args: the buffer is then not reused.
+	late bool
+}
 
 // done returns buf, from each, to the pool.
 func (c *Client) done(buf *replyBuf) {
+	if buf.late {
+		return
+	}
 	clear(buf.r) // drop references to replies and errors
+	clear(buf.args)
 	c.replies.Put(buf)
 }
 
-// fill runs the calls of each into replies.
-func (c *Client) fill(ctx context.Context, idx []int, s *script, args []any, replies []reply) []reply {
+// fill runs the calls of each into replies. late says it stopped waiting
+// for calls still under way.
+func (c *Client) fill(ctx context.Context, idx []int, s *script, args []any, replies []reply) (_ []reply, late bool) {
 	if len(idx) == 0 {
-		return replies
+		return replies, false
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.opts.NodeTimeout)
 	defer cancel()
@@ -71,10 +85,10 @@ func (c *Client) fill(ctx context.Context, idx []int, s *script, args []any, rep
 					replies[i].err = c.timeout(i, ctx.Err())
 				}
 			}
-			return replies
+			return replies, true
 		}
 	}
-	return replies
+	return replies, false
 }
 
 type indexed struct {

@@ -22,19 +22,18 @@ func newScript(src, numKeys string, writes bool) *script {
 	return &script{src: src, sha: hex.EncodeToString(sum[:]), numKeys: numKeys, writes: writes}
 }
 
-// args lays out an EVALSHA of s with keysAndArgs. Arguments are passed as
-// pointers (*string, *int64) where they can be, which go-redis writes
-// without boxing a copy.
-func (s *script) args(keysAndArgs ...any) []any {
-	a := make([]any, 3, 3+len(keysAndArgs))
-	a[0], a[1], a[2] = "evalsha", &s.sha, &s.numKeys
+// appendArgs lays out an EVALSHA of s with keysAndArgs in a. Arguments are
+// passed as pointers (*string, *int64) where they can be, which go-redis
+// writes without boxing a copy.
+func (s *script) appendArgs(a []any, keysAndArgs ...any) []any {
+	a = append(a[:0], "evalsha", &s.sha, &s.numKeys)
 	return append(a, keysAndArgs...)
 }
 
 var (
 	//go:embed acquire.lua
 	acquireLua    string
-	acquireScript = newScript(acquireLua, "4", true)
+	acquireScript = newScript(acquireLua, "5", true)
 
 	//go:embed renew.lua
 	renewLua    string

@@ -10,14 +10,11 @@ import (
 
 // redisSideFaults are the faults that happen inside Redis rather than to
 // a candidate or a server process: an admin's DEL of the lock key, the
-// README's force-release annotation, and with Redlock nodes a FLUSHALL of
-// one of them. None may give two leaders (S1).
-//
-// A FLUSHALL of a single node that has been up for longer than the ttl is
-// the one gap left (the README's persistence section): it forgets the
-// lock and the time its holder may still act, and the restart guard does
-// not fire, so it is not among them.
-func (r *chaosRun) redisSideFaults(nodes []*redisproc.Server, redlock bool) map[string]func(*rand.Rand) string {
+// README's force-release annotation, and a FLUSHALL of a node (on a
+// single node, or a Sentinel master, it forgets the lock, its validity and
+// the node's epoch marker at once, and the restart guard holds every new
+// grant back for a ttl). None may give two leaders (S1).
+func (r *chaosRun) redisSideFaults(nodes []*redisproc.Server) map[string]func(*rand.Rand) string {
 	key := "redislock:{" + lockIn(r.t, r.ns) + "/chaos}"
 	faults := map[string]func(*rand.Rand) string{
 		"del": func(rng *rand.Rand) string {
@@ -41,16 +38,18 @@ func (r *chaosRun) redisSideFaults(nodes []*redisproc.Server, redlock bool) map[
 			return "chaos"
 		},
 	}
-	if redlock {
-		faults["flush"] = func(rng *rand.Rand) string {
-			s := nodes[rng.IntN(len(nodes))]
-			c := s.Client()
-			defer func() { _ = c.Close() }()
-			if err := c.FlushAll(context.Background()).Err(); err != nil {
-				r.t.Errorf("FLUSHALL %s: %v", s.Addr, err)
+	faults["flush"] = func(rng *rand.Rand) string {
+		// As with DEL: a replica refuses it.
+		for _, i := range rng.Perm(len(nodes)) {
+			c := nodes[i].Client()
+			err := c.FlushAll(context.Background()).Err()
+			_ = c.Close()
+			if err == nil {
+				return nodes[i].Addr
 			}
-			return s.Addr
 		}
+		r.t.Errorf("FLUSHALL: no node took it")
+		return ""
 	}
 	return faults
 }

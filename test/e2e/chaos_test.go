@@ -165,7 +165,7 @@ func runChaos(t *testing.T, name string, deployment func(*testing.T, *chaosRun) 
 	for k, f := range b.faults {
 		faults[k] = f
 	}
-	for k, f := range r.redisSideFaults(b.nodes, b.redlock) {
+	for k, f := range r.redisSideFaults(b.nodes) {
 		faults[k] = f
 	}
 	kinds := make([]string, 0, len(faults))
