@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redislock/redislock/pkg/redislock"
@@ -13,19 +14,19 @@ type ours struct {
 	lc      *redislock.Client
 }
 
-func newOurs(addrs []string) (locker, error) { return openOurs(addrs, false) }
+func newOurs(addrs []string) (locker, error) { return openOurs(addrs, false, "") }
 
 // newOursDurable is our package with the restart guard off
 // (AssumeDurable), to show what the guard costs on fresh names.
-func newOursDurable(addrs []string) (locker, error) { return openOurs(addrs, true) }
+func newOursDurable(addrs []string) (locker, error) { return openOurs(addrs, true, "") }
 
-func openOurs(addrs []string, durable bool) (locker, error) {
+func openOurs(addrs []string, durable bool, prefix string) (locker, error) {
 	cs := newClients(addrs)
 	nodes := make([]redis.UniversalClient, len(cs))
 	for i, c := range cs {
 		nodes[i] = c
 	}
-	lc, err := redislock.New(nodes, &redislock.Options{Identity: "bench", AssumeDurable: durable})
+	lc, err := redislock.New(nodes, &redislock.Options{Identity: "bench", AssumeDurable: durable, KeyPrefix: prefix})
 	if err != nil {
 		_ = closeClients(cs)
 		return nil, err
@@ -42,3 +43,44 @@ func (o *ours) acquireRelease(ctx context.Context, key string) error {
 }
 
 func (o *ours) close() error { return closeClients(o.clients) }
+
+// watched is our package while the controller's subscription listens on
+// the node: a PSUBSCRIBE to every lock's events channel, as the
+// controller's live status keeps (controllers/clients.go), so that each
+// acquire and release also pays the pattern match and the delivery. Its
+// keys have a prefix of their own, so the messages of the other
+// implementations on the node are not delivered to it.
+type watched struct {
+	*ours
+	sub  *redis.PubSub
+	done chan struct{}
+}
+
+const watchedPrefix = "watched:"
+
+func newWatched(addrs []string) (locker, error) {
+	l, err := openOurs(addrs, false, watchedPrefix)
+	if err != nil {
+		return nil, err
+	}
+	o := l.(*ours)
+	sub := o.clients[0].PSubscribe(context.Background(), watchedPrefix+"{*}:events")
+	if _, err := sub.Receive(context.Background()); err != nil {
+		_ = sub.Close()
+		_ = o.close()
+		return nil, err
+	}
+	w := &watched{ours: o, sub: sub, done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		for range sub.Channel() {
+		}
+	}()
+	return w, nil
+}
+
+func (w *watched) close() error {
+	err := w.sub.Close()
+	<-w.done
+	return errors.Join(err, w.ours.close())
+}

@@ -85,7 +85,7 @@ func TestInterleaved(t *testing.T) {
 	singles := []struct {
 		name string
 		open newLocker
-	}{{"redislock", newOurs}, {"redislock-durable", newOursDurable}, {"bsm", newBSM}, {"redsync", newRedsync}, {"rueidis", newRueidis}, {"raw", newRaw}}
+	}{{"redislock", newOurs}, {"redislock-durable", newOursDurable}, {"redislock-watched", newWatched}, {"bsm", newBSM}, {"redsync", newRedsync}, {"rueidis", newRueidis}, {"raw", newRaw}}
 	out := interleaved{Rounds: rounds, Slot: slot.String()}
 	for _, parallel := range []bool{false, true} {
 		sc := &scenario{Name: "single/serial", Parallel: parallel, Reference: "bsm"}
