@@ -376,17 +376,22 @@ func TestWriteGateStopsADeposedLeader(t *testing.T) {
 			if gated {
 				args = append(args, "-write-gate")
 			}
+			// The seq to write is this subtest's own: every replica
+			// reconciles every probe ConfigMap, and envtest deletes no
+			// namespace, so the probes of earlier tests (or runs, with
+			// -count) are still there, and their lines must not match.
+			seq := ns
 			f := newFleet(t, bin, args)
-			// Only the first leader holds its write of seq 1: the next
-			// one writes at once.
-			f.startWith("replica-1", "-hold-probe=1")
+			// Only the first leader holds its write of seq: the next one
+			// writes at once.
+			f.startWith("replica-1", "-hold-probe="+seq)
 			old := f.waitLeading(0, "", 20*time.Second)
 			f.start("replica-2")
 			f.waitStarted(2, 20*time.Second)
 			p := newProbe(t, ns)
 			from := f.mark()
-			mustKubectl(t, "patch", "configmap", "-n", ns, p.name, "--type=merge", "-p", `{"data":{"seq":"1"}}`)
-			f.waitEvent(from, 20*time.Second, "the leader's RECONCILING line for seq 1", func(e event) bool { return e.kind == "RECONCILING" && e.id == old.id && e.seq == "1" })
+			mustKubectl(t, "patch", "configmap", "-n", ns, p.name, "--type=merge", "-p", `{"data":{"seq":"`+seq+`"}}`)
+			f.waitEvent(from, 20*time.Second, "the leader's RECONCILING line for seq "+seq, func(e event) bool { return e.kind == "RECONCILING" && e.id == old.id && e.seq == seq })
 			leader := f.currentLeader()
 			if leader.id != old.id {
 				t.Fatalf("%s leads, not %s, before the pause; journal:\n%s", leader.id, old.id, f.dump())
@@ -398,7 +403,7 @@ func TestWriteGateStopsADeposedLeader(t *testing.T) {
 				t.Fatal(err)
 			}
 			next := f.waitLeading(from, old.id, 3*d.lease+10*time.Second)
-			newWrite := f.waitEvent(from, 20*time.Second, "the new leader's write of seq 1", func(e event) bool { return e.kind == "RECONCILED" && e.id == next.id && e.seq == "1" })
+			newWrite := f.waitEvent(from, 20*time.Second, "the new leader's write of seq "+seq, func(e event) bool { return e.kind == "RECONCILED" && e.id == next.id && e.seq == seq })
 			resumed := f.mark()
 			if err := leader.p.Signal(syscall.SIGCONT); err != nil {
 				t.Fatal(err)
@@ -419,7 +424,7 @@ func TestWriteGateStopsADeposedLeader(t *testing.T) {
 			var oldWrite *event
 			f.mu.Lock()
 			for _, e := range f.journal[resumed:] {
-				if e.kind == kind && e.id == old.id && e.seq == "1" {
+				if e.kind == kind && e.id == old.id && e.seq == seq {
 					oldWrite = &e
 					break
 				}
@@ -431,14 +436,14 @@ func TestWriteGateStopsADeposedLeader(t *testing.T) {
 			case oldWrite == nil:
 				// The precondition: the deposed leader's write was tried
 				// after the new leader's, so the verdict is about the gate.
-				t.Errorf("no %s line from %s for seq 1 after it was resumed: the scenario did not run", kind, old.id)
+				t.Errorf("no %s line from %s for seq %s after it was resumed: the scenario did not run", kind, old.id, seq)
 			case !oldWrite.at.After(newWrite.at):
 				t.Errorf("%s's write was tried at %s, not after %s's at %s", old.id, oldWrite.at.Format("15:04:05.000000"), next.id, newWrite.at.Format("15:04:05.000000"))
 			}
 			switch {
-			case gated && written == "1":
-				t.Errorf("with the gate, the deposed leader %s wrote seq 1 after %s took over", old.id, next.id)
-			case !gated && written != "1":
+			case gated && written == seq:
+				t.Errorf("with the gate, the deposed leader %s wrote seq %s after %s took over", old.id, seq, next.id)
+			case !gated && written != seq:
 				t.Errorf("without the gate, the deposed leader's write did not land (%q): the scenario did not reproduce what the gate is for", written)
 			}
 		})
