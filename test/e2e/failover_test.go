@@ -145,10 +145,10 @@ func waitHolder(t *testing.T, ns, name, want string, within time.Duration) {
 
 // event is a line a replica printed, or its exit.
 type event struct {
-	kind string    // STARTED, LEADING, RECONCILING, RECONCILED or EXIT
+	kind string    // STARTED, LEADING, RECONCILING, RECONCILED, REFUSED or EXIT
 	id   string    // the replica's identity
-	at   time.Time // LEADING, RECONCILING: when printed; RECONCILED: when its write was sent; else when the test read it
-	seq  string    // RECONCILING, RECONCILED: the probe's seq
+	at   time.Time // LEADING, RECONCILING: when printed; RECONCILED, REFUSED: when its write was sent or refused; else when the test read it
+	seq  string    // RECONCILING, RECONCILED, REFUSED: the probe's seq
 	err  error     // EXIT: what Wait returned
 }
 
@@ -178,6 +178,8 @@ type fleet struct {
 	args []string
 	dir  string
 
+	extra map[string][]string // more arguments for one replica (startWith)
+
 	mu         sync.Mutex
 	replicas   map[string]*replica
 	journal    []event
@@ -188,7 +190,7 @@ type fleet struct {
 }
 
 func newFleet(t *testing.T, bin string, args []string) *fleet {
-	f := &fleet{t: t, bin: bin, args: args, dir: t.TempDir(), replicas: map[string]*replica{}, changed: make(chan struct{})}
+	f := &fleet{t: t, bin: bin, args: args, dir: t.TempDir(), extra: map[string][]string{}, replicas: map[string]*replica{}, changed: make(chan struct{})}
 	t.Cleanup(f.stopAll)
 	return f
 }
@@ -201,10 +203,23 @@ func (f *fleet) start(id string) {
 	}
 }
 
+// startWith starts replica id with more arguments than the fleet's, which
+// it keeps if relaunched.
+func (f *fleet) startWith(id string, extra ...string) {
+	f.t.Helper()
+	f.mu.Lock()
+	f.extra[id] = extra
+	f.mu.Unlock()
+	f.start(id)
+}
+
 // launch starts replica id, replacing any earlier replica of that name.
 func (f *fleet) launch(id string) error {
 	r := &replica{id: id}
-	p, err := proc.Start(proc.Options{Name: id, Path: f.bin, Args: append(append([]string{}, f.args...), "-identity="+id),
+	f.mu.Lock()
+	args := append(append(append([]string{}, f.args...), f.extra[id]...), "-identity="+id)
+	f.mu.Unlock()
+	p, err := proc.Start(proc.Options{Name: id, Path: f.bin, Args: args,
 		Env: []string{"KUBECONFIG=" + kubeconfigPath}, Log: filepath.Join(f.dir, id+".log"), Stdout: func(line string) { f.line(r, line) }})
 	if err != nil {
 		return err
@@ -237,7 +252,7 @@ func (f *fleet) line(r *replica, line string) {
 			return
 		}
 		f.add(r, event{kind: "LEADING", id: r.id, at: time.Unix(0, nanos)})
-	case len(fields) == 4 && (fields[0] == "RECONCILING" || fields[0] == "RECONCILED") && fields[1] == r.id:
+	case len(fields) == 4 && (fields[0] == "RECONCILING" || fields[0] == "RECONCILED" || fields[0] == "REFUSED") && fields[1] == r.id:
 		nanos, err := strconv.ParseInt(fields[3], 10, 64)
 		if err != nil {
 			f.t.Errorf("%s printed a bad %s line %q", r.id, fields[0], line)

@@ -356,32 +356,46 @@ func (p *probe) bump(t *testing.T, f *fleet, within time.Duration) time.Time {
 
 // TestWriteGateStopsADeposedLeader pauses the sample operator's leader
 // (SIGSTOP) in the middle of a probe's reconcile, between its read and its
-// write, until a standby has taken over, then resumes it. Without the
-// write gate the deposed leader's write reaches the API server, after the
-// new leader's; with the gate (-write-gate, election.Lock.Gate) it is
-// refused in the process, and the API server never sees it.
+// write, until a standby has taken over and written, then resumes it
+// (SIGCONT). Without the write gate the deposed leader's write reaches the
+// API server, after the new leader's; with the gate (-write-gate,
+// election.Lock.Gate) it is refused in the process, and the API server
+// never sees it.
+//
+// The order is the test's, not a timer's: the leader holds its write
+// (-hold-probe) until it is resumed, and it exits only after that write
+// was answered or refused, however soon it notices the lost lock on
+// waking (controller-runtime does not wait for reconciles then).
 func TestWriteGateStopsADeposedLeader(t *testing.T) {
 	bin := goBuild(t, "./test/e2e/sampleoperator")
 	d := durations{lease: 3 * time.Second, renew: 2 * time.Second, retry: 500 * time.Millisecond}
 	for _, gated := range []bool{false, true} {
 		t.Run(fmt.Sprintf("gate=%v", gated), func(t *testing.T) {
 			_, ns, name := startRedisLock(t, d)
-			// The hold must outlast the test's reading of RECONCILING and
-			// its SIGSTOP, on a loaded machine too.
-			args := append(redisArgs(ns, name), "-probe-hold=5s")
+			args := redisArgs(ns, name)
 			if gated {
 				args = append(args, "-write-gate")
 			}
+			// The seq to write is this subtest's own: every replica
+			// reconciles every probe ConfigMap, and envtest deletes no
+			// namespace, so the probes of earlier tests (or runs, with
+			// -count) are still there, and their lines must not match.
+			seq := ns
 			f := newFleet(t, bin, args)
-			f.start("replica-1")
+			// Only the first leader holds its write of seq: the next one
+			// writes at once.
+			f.startWith("replica-1", "-hold-probe="+seq)
 			old := f.waitLeading(0, "", 20*time.Second)
 			f.start("replica-2")
 			f.waitStarted(2, 20*time.Second)
 			p := newProbe(t, ns)
 			from := f.mark()
-			mustKubectl(t, "patch", "configmap", "-n", ns, p.name, "--type=merge", "-p", `{"data":{"seq":"1"}}`)
-			f.waitEvent(from, 20*time.Second, "the leader's RECONCILING line for seq 1", func(e event) bool { return e.kind == "RECONCILING" && e.id == old.id && e.seq == "1" })
+			mustKubectl(t, "patch", "configmap", "-n", ns, p.name, "--type=merge", "-p", `{"data":{"seq":"`+seq+`"}}`)
+			f.waitEvent(from, 20*time.Second, "the leader's RECONCILING line for seq "+seq, func(e event) bool { return e.kind == "RECONCILING" && e.id == old.id && e.seq == seq })
 			leader := f.currentLeader()
+			if leader.id != old.id {
+				t.Fatalf("%s leads, not %s, before the pause; journal:\n%s", leader.id, old.id, f.dump())
+			}
 			f.mu.Lock()
 			leader.signaled = true // its LEADING overlaps the next leader's by design
 			f.mu.Unlock()
@@ -389,24 +403,47 @@ func TestWriteGateStopsADeposedLeader(t *testing.T) {
 				t.Fatal(err)
 			}
 			next := f.waitLeading(from, old.id, 3*d.lease+10*time.Second)
-			f.waitEvent(from, 20*time.Second, "the new leader's write of seq 1", func(e event) bool { return e.kind == "RECONCILED" && e.id == next.id && e.seq == "1" })
+			newWrite := f.waitEvent(from, 20*time.Second, "the new leader's write of seq "+seq, func(e event) bool { return e.kind == "RECONCILED" && e.id == next.id && e.seq == seq })
+			resumed := f.mark()
 			if err := leader.p.Signal(syscall.SIGCONT); err != nil {
 				t.Fatal(err)
 			}
-			// client-go notices the lost lock within RenewDeadline and
-			// controller-runtime exits; whatever the old leader sent
-			// before then has reached the API server.
+			// On waking the old leader sends (or, gated, tries) its held
+			// write; client-go notices the lost lock within RenewDeadline
+			// and controller-runtime stops; the process exits once the
+			// held write was answered.
 			select {
-			case <-leader.p.Done():
+			case <-leader.p.Done(): // every line it printed is journaled
 			case <-time.After(30 * time.Second):
 				t.Fatalf("%s still running 30s after it lost the lock; journal:\n%s", old.id, f.dump())
 			}
+			kind := "RECONCILED"
+			if gated {
+				kind = "REFUSED"
+			}
+			var oldWrite *event
+			f.mu.Lock()
+			for _, e := range f.journal[resumed:] {
+				if e.kind == kind && e.id == old.id && e.seq == seq {
+					oldWrite = &e
+					break
+				}
+			}
+			f.mu.Unlock()
 			written := mustKubectl(t, "get", "configmap", "-n", ns, p.name, "-o", `jsonpath={.metadata.annotations.e2e\.redislock\.io/written-by-`+old.id+`}`)
 			t.Logf("gate=%v: the deposed leader's write on the API server: %q; journal:\n%s", gated, written, f.dump())
 			switch {
-			case gated && written == "1":
-				t.Errorf("with the gate, the deposed leader %s wrote seq 1 after %s took over", old.id, next.id)
-			case !gated && written != "1":
+			case oldWrite == nil:
+				// The precondition: the deposed leader's write was tried
+				// after the new leader's, so the verdict is about the gate.
+				t.Errorf("no %s line from %s for seq %s after it was resumed: the scenario did not run", kind, old.id, seq)
+			case !oldWrite.at.After(newWrite.at):
+				t.Errorf("%s's write was tried at %s, not after %s's at %s", old.id, oldWrite.at.Format("15:04:05.000000"), next.id, newWrite.at.Format("15:04:05.000000"))
+			}
+			switch {
+			case gated && written == seq:
+				t.Errorf("with the gate, the deposed leader %s wrote seq %s after %s took over", old.id, seq, next.id)
+			case !gated && written != seq:
 				t.Errorf("without the gate, the deposed leader's write did not land (%q): the scenario did not reproduce what the gate is for", written)
 			}
 		})

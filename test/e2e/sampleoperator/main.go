@@ -3,10 +3,13 @@
 // leader election for a RedisLock (pkg/election). The e2e failover tests
 // and the failover benchmark run several replicas of it on one host.
 //
-// On stdout it prints only two kinds of line, each flushed at once:
+// On stdout it prints only these lines, each flushed at once:
 //
-//	STARTED <identity>              the manager started, before leader election
-//	LEADING <identity> <unix-nanos> this replica became the leader
+//	STARTED <identity>                        the manager started, before leader election
+//	LEADING <identity> <unix-nanos>           this replica became the leader
+//	RECONCILING <identity> <seq> <unix-nanos> a probe's reconcile read seq and will write it
+//	RECONCILED <identity> <seq> <unix-nanos>  its write succeeded (nanos: when it was sent)
+//	REFUSED <identity> <seq> <unix-nanos>     the write gate refused it (nanos: when it was tried)
 //
 // With -http-address it serves GET /leader as the agent does (200 while
 // election.Lock.Leading, else 503; the agent's JSON, internal/leaderhttp), for the chaos
@@ -20,8 +23,10 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/signal"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -57,11 +62,9 @@ func init() {
 type ConfigMapReconciler struct {
 	client.Client
 	Identity string
-	// Hold is how long a probe's reconcile waits between reading the
-	// ConfigMap and writing it (after printing RECONCILING), so that a
-	// test can pause the process mid-reconcile; the write then goes out
-	// even if the manager has stopped meanwhile.
-	Hold time.Duration
+	// Hold, if set, holds one probe write between its read and its write
+	// until the process is resumed from a stop (see probeHold).
+	Hold *probeHold
 }
 
 // The probe's label and annotation prefix.
@@ -81,16 +84,20 @@ func (r *ConfigMapReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if cm.Labels[ProbeLabel] == "" || cm.Annotations[key] == seq {
 		return ctrl.Result{}, nil
 	}
+	held := r.Hold.take(seq) // before RECONCILING, which the test acts on
 	say("RECONCILING %s %s %d", r.Identity, seq, time.Now().UnixNano())
-	if r.Hold > 0 {
+	if held {
+		defer r.Hold.done()
 		// A write decided before a pause goes out after it whatever the
 		// manager does meanwhile, as one already on the wire would: the
-		// worst case, which only the write gate stops. (With the
-		// manager's context, a deposed leader that notices its loss
-		// first cancels its own write, and the test would hang on that
-		// race.)
-		<-time.After(r.Hold)
-		ctx = context.WithoutCancel(ctx)
+		// worst case, which only the write gate stops. Hence a context
+		// that the manager's stop does not cancel (a deposed leader that
+		// noticed its loss first would cancel its own write), and main
+		// waiting for this write before it exits.
+		r.Hold.wait()
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), heldWriteTimeout)
+		defer cancel()
 	}
 	patch := client.MergeFrom(cm.DeepCopy())
 	if cm.Annotations == nil {
@@ -99,10 +106,96 @@ func (r *ConfigMapReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	cm.Annotations[key] = seq
 	sent := time.Now().UnixNano()
 	if err := r.Patch(ctx, &cm, patch); err != nil {
+		if election.IsNotLeading(err) {
+			say("REFUSED %s %s %d", r.Identity, seq, sent)
+		}
 		return ctrl.Result{}, err
 	}
 	say("RECONCILED %s %s %d", r.Identity, seq, sent)
 	return ctrl.Result{}, nil
+}
+
+// Bounds of a held probe write: how long it waits at most for the process
+// to be resumed (a safety net: the test resumes it), and how long the
+// write may take once sent.
+const (
+	holdLimit        = 2 * time.Minute
+	heldWriteTimeout = 30 * time.Second
+)
+
+// probeHold holds the first reconcile that writes probe seq between its
+// read and its write until the process receives SIGCONT, that is until a
+// test that stopped it (SIGSTOP) mid-reconcile resumes it: the order of
+// the pause and the write is the test's, not a timer's. main waits for
+// the held write before it exits, so that the write is sent even when
+// the manager stops first: on lost leadership controller-runtime skips
+// the graceful shutdown (it does not wait for running reconciles) and
+// main exits at once, which would otherwise race the write.
+type probeHold struct {
+	seq     string
+	resumed chan struct{} // closed at the first SIGCONT after taken
+
+	mu      sync.Mutex
+	taken   bool // the held reconcile has begun
+	woken   bool // resumed is closed
+	exiting bool // main waits for the held write: no new one
+	writes  sync.WaitGroup
+}
+
+// newProbeHold holds the write of probe seq until SIGCONT.
+func newProbeHold(seq string) *probeHold {
+	h := &probeHold{seq: seq, resumed: make(chan struct{})}
+	cont := make(chan os.Signal, 1)
+	signal.Notify(cont, syscall.SIGCONT)
+	go func() {
+		for range cont {
+			h.mu.Lock()
+			if h.taken && !h.woken { // a SIGCONT before the hold began resumes nothing
+				h.woken = true
+				close(h.resumed)
+			}
+			h.mu.Unlock()
+		}
+	}()
+	return h
+}
+
+// take reports whether the reconcile writing seq is the held one: the
+// first for h's seq. Its caller must call done when its write is over.
+func (h *probeHold) take(seq string) bool {
+	if h == nil || seq != h.seq {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.taken || h.exiting {
+		return false
+	}
+	h.taken = true
+	h.writes.Add(1)
+	return true
+}
+
+// wait blocks until the process has been resumed, or holdLimit.
+func (h *probeHold) wait() {
+	select {
+	case <-h.resumed:
+	case <-time.After(holdLimit):
+		setupLog.Info("held probe write: no SIGCONT came; writing anyway", "limit", holdLimit, "seq", h.seq)
+	}
+}
+
+func (h *probeHold) done() { h.writes.Done() }
+
+// drain waits for the held write, if one began.
+func (h *probeHold) drain() {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	h.exiting = true
+	h.mu.Unlock()
+	h.writes.Wait()
 }
 
 // SetupWithManager registers the reconciler.
@@ -138,7 +231,7 @@ func main() {
 		identity       string
 		httpAddr       string
 		writeGate      bool
-		probeHold      time.Duration
+		holdProbe      string
 	)
 	hostname, _ := os.Hostname()
 	flag.StringVar(&electionKind, "election", "redis", "leader election: redis (a RedisLock) or lease (controller-runtime's Lease)")
@@ -153,7 +246,7 @@ func main() {
 	flag.StringVar(&identity, "identity", fmt.Sprintf("%s_%d", hostname, os.Getpid()), "this replica's identity in the election")
 	flag.StringVar(&httpAddr, "http-address", "", "serve GET /leader here (for -election=redis)")
 	flag.BoolVar(&writeGate, "write-gate", false, "refuse the manager's writes while the lock is not held (for -election=redis)")
-	flag.DurationVar(&probeHold, "probe-hold", 0, "how long a probe ConfigMap's reconcile waits before it writes")
+	flag.StringVar(&holdProbe, "hold-probe", "", "hold the first write of this probe seq, after its read, until the process is resumed from a stop (SIGCONT); exit only after it")
 	opts := zap.Options{Development: true, DestWriter: os.Stderr}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -220,7 +313,11 @@ func main() {
 		setupLog.Error(err, "unable to start manager")
 		os.Exit(1)
 	}
-	if err := (&ConfigMapReconciler{Client: mgr.GetClient(), Identity: identity, Hold: probeHold}).SetupWithManager(mgr); err != nil {
+	var hold *probeHold
+	if holdProbe != "" {
+		hold = newProbeHold(holdProbe)
+	}
+	if err := (&ConfigMapReconciler{Client: mgr.GetClient(), Identity: identity, Hold: hold}).SetupWithManager(mgr); err != nil {
 		setupLog.Error(err, "unable to create controller", "controller", "ConfigMap")
 		os.Exit(1)
 	}
@@ -246,6 +343,7 @@ func main() {
 
 	setupLog.Info("starting manager", "election", electionKind, "identity", identity)
 	err = mgr.Start(ctx)
+	hold.drain() // a held write goes out even after a lost election
 	closeElection()
 	if err != nil {
 		setupLog.Error(err, "problem running manager")
