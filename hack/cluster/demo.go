@@ -49,18 +49,6 @@ func demo(ctx context.Context, d dirs, keep bool) (err error) {
 			return dm.run("", "helm", "install", "rl", "charts/redislock", "-n", "redislock-system", "--create-namespace", "--wait", "--timeout", "2m",
 				"--set", "leaderElection.mode=redislock", "--set", "redis.addrs={"+s.RedisAddr+"}")
 		},
-		func() error {
-			// Ready pods are not yet a reachable webhook (kube-proxy routes
-			// its Service a moment later): a dry-run pod naming a missing
-			// RedisLock is refused only by the webhook.
-			probe := `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"webhook-probe","annotations":{"redislock.io/lock":"no-such-lock"}},"spec":{"containers":[{"name":"app","image":"` + s.AppImage + `"}]}}`
-			return dm.until("the webhook answers through its Service", func() bool {
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				defer cancel()
-				out, err := dm.command(ctx, probe, "kubectl", "create", "--dry-run=server", "-f", "-").CombinedOutput()
-				return err != nil && strings.Contains(string(out), `RedisLock "no-such-lock" not found`)
-			})
-		},
 		func() error { return dm.run(workload, "kubectl", "apply", "-f", "-") },
 		func() error {
 			return dm.run("", "kubectl", "-n", ns, "rollout", "status", "deployment/"+app, "--timeout=2m")
