@@ -75,7 +75,7 @@ serializeImagePulls: false
 syncFrequency: 10s
 fileCheckFrequency: 1h
 nodeStatusReportFrequency: 10s
-`, cgroupRoot, d.pki("ca.crt"), nodeIP, d.path("volume-plugins"))
+`, d.cgroupRoot(), d.pki("ca.crt"), nodeIP, d.path("volume-plugins"))
 }
 
 // kubeProxyConfig: iptables inside the namespace; the zero conntrack values

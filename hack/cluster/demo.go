@@ -17,7 +17,8 @@ const demoStepTimeout = 2 * time.Minute
 
 // demo is `make demo CLUSTER=1`: the story of test/cluster told with the
 // commands a user types, on a cluster it brings up (and down, unless keep,
-// or unless one was already up).
+// or unless one was already up). Once ctx ends (Ctrl-C) the command running
+// is stopped and a cluster the demo brought up goes down, keep or not.
 func demo(ctx context.Context, d dirs, keep bool) (err error) {
 	root, err := repoRoot()
 	if err != nil {
@@ -28,14 +29,16 @@ func demo(ctx context.Context, d dirs, keep bool) (err error) {
 		if err := up(ctx, d); err != nil {
 			return err
 		}
-		if !keep {
-			defer func() { err = errors.Join(err, down(d)) }()
-		}
+		defer func() {
+			if !keep || ctx.Err() != nil {
+				err = errors.Join(err, down(d))
+			}
+		}()
 		if s, err = d.readState(); err != nil {
 			return err
 		}
 	}
-	dm, err := newDemo(root, d, s)
+	dm, err := newDemo(ctx, root, d, s)
 	if err != nil {
 		return err
 	}
@@ -48,18 +51,6 @@ func demo(ctx context.Context, d dirs, keep bool) (err error) {
 		func() error {
 			return dm.run("", "helm", "install", "rl", "charts/redislock", "-n", "redislock-system", "--create-namespace", "--wait", "--timeout", "2m",
 				"--set", "leaderElection.mode=redislock", "--set", "redis.addrs={"+s.RedisAddr+"}")
-		},
-		func() error {
-			// Ready pods are not yet a reachable webhook (kube-proxy routes
-			// its Service a moment later): a dry-run pod naming a missing
-			// RedisLock is refused only by the webhook.
-			probe := `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"webhook-probe","annotations":{"redislock.io/lock":"no-such-lock"}},"spec":{"containers":[{"name":"app","image":"` + s.AppImage + `"}]}}`
-			return dm.until("the webhook answers through its Service", func() bool {
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				defer cancel()
-				out, err := dm.command(ctx, probe, "kubectl", "create", "--dry-run=server", "-f", "-").CombinedOutput()
-				return err != nil && strings.Contains(string(out), `RedisLock "no-such-lock" not found`)
-			})
 		},
 		func() error { return dm.run(workload, "kubectl", "apply", "-f", "-") },
 		func() error {
@@ -100,7 +91,11 @@ func demo(ctx context.Context, d dirs, keep bool) (err error) {
 		func() error { return dm.run("", "kubectl", "get", "redislocks", "-A") },
 	}
 	for _, step := range steps {
-		if err := step(); err != nil {
+		err := step()
+		if ctx.Err() != nil {
+			return fmt.Errorf("interrupted (%w)", ctx.Err())
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -111,6 +106,7 @@ func demo(ctx context.Context, d dirs, keep bool) (err error) {
 }
 
 type demoRun struct {
+	ctx     context.Context // ends with the demo (Ctrl-C)
 	root    string
 	state   *State
 	tools   map[string]string
@@ -118,8 +114,8 @@ type demoRun struct {
 	started time.Time
 }
 
-func newDemo(root string, d dirs, s *State) (*demoRun, error) {
-	out, err := exec.Command(filepath.Join(root, "hack", "ensure-tools.sh"), "--print", "envtest", "helm").Output()
+func newDemo(ctx context.Context, root string, d dirs, s *State) (*demoRun, error) {
+	out, err := exec.CommandContext(ctx, filepath.Join(root, "hack", "ensure-tools.sh"), "--print", "envtest", "helm").Output()
 	if err != nil {
 		return nil, fmt.Errorf("hack/ensure-tools.sh: %w", err)
 	}
@@ -129,7 +125,7 @@ func newDemo(root string, d dirs, s *State) (*demoRun, error) {
 	}
 	cache := d.path("demo-cache")
 	return &demoRun{
-		root: root, state: s, started: time.Now(),
+		ctx: ctx, root: root, state: s, started: time.Now(),
 		tools: map[string]string{"kubectl": filepath.Join(f[0], "kubectl"), "helm": f[1]},
 		env: []string{"KUBECONFIG=" + s.Kubeconfig, "KUBECACHEDIR=" + filepath.Join(cache, "kube"),
 			"HELM_CACHE_HOME=" + filepath.Join(cache, "helm"), "HELM_CONFIG_HOME=" + filepath.Join(cache, "helm-config"), "HELM_DATA_HOME=" + filepath.Join(cache, "helm-data")},
@@ -155,7 +151,7 @@ func (dm *demoRun) command(ctx context.Context, stdin, tool string, args ...stri
 // run prints the command as a user types it, then its output.
 func (dm *demoRun) run(stdin, tool string, args ...string) error {
 	fmt.Printf("\n$ %s %s%s\n", tool, strings.Join(args, " "), map[bool]string{true: " <<< test/cluster/testdata/workload.yaml"}[stdin != ""])
-	ctx, cancel := context.WithTimeout(context.Background(), demoStepTimeout)
+	ctx, cancel := context.WithTimeout(dm.ctx, demoStepTimeout)
 	defer cancel()
 	cmd := dm.command(ctx, stdin, tool, args...)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
@@ -168,7 +164,7 @@ func (dm *demoRun) run(stdin, tool string, args ...string) error {
 }
 
 func (dm *demoRun) out(tool string, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), demoStepTimeout)
+	ctx, cancel := context.WithTimeout(dm.ctx, demoStepTimeout)
 	defer cancel()
 	out, err := dm.command(ctx, "", tool, args...).Output()
 	return strings.TrimSpace(string(out)), err
@@ -183,28 +179,51 @@ func (dm *demoRun) holder() string {
 // what took.
 func (dm *demoRun) until(what string, cond func() bool) error {
 	start := time.Now()
-	for time.Since(start) < demoStepTimeout {
-		if cond() {
-			fmt.Printf("# %s: %.2fs\n", what, time.Since(start).Seconds())
-			return nil
-		}
-		time.Sleep(100 * time.Millisecond)
+	if err := dm.poll(cond); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
 	}
-	return fmt.Errorf("%s: not within %v", what, demoStepTimeout)
+	fmt.Printf("# %s: %.2fs\n", what, time.Since(start).Seconds())
+	return nil
+}
+
+// poll calls cond every 100ms until it is true, for at most
+// demoStepTimeout, or until the demo ends.
+func (dm *demoRun) poll(cond func() bool) error {
+	ctx, cancel := context.WithTimeout(dm.ctx, demoStepTimeout)
+	defer cancel()
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			if dm.ctx.Err() != nil {
+				return dm.ctx.Err()
+			}
+			return fmt.Errorf("not within %v", demoStepTimeout)
+		case <-t.C:
+		}
+	}
+	return nil
 }
 
 // untilLeader polls until one pod other than not carries the leader label.
 func (dm *demoRun) untilLeader(ns, selector, not string) error {
 	start := time.Now()
-	for time.Since(start) < demoStepTimeout {
+	var leader string
+	err := dm.poll(func() bool {
 		out, err := dm.out("kubectl", "-n", ns, "get", "pods", "-l", selector+",redislock.io/leader=true",
 			"-o", `jsonpath={range .items[*]}{.metadata.name}={.metadata.deletionTimestamp}{" "}{end}`)
 		// One labelled pod, not terminating (name=, no deletion time).
-		if f := strings.Fields(out); err == nil && len(f) == 1 && f[0] != not+"=" && strings.HasSuffix(f[0], "=") {
-			fmt.Printf("# leader: %s, labelled %.2fs after the last step\n", strings.TrimSuffix(f[0], "="), time.Since(start).Seconds())
-			return nil
+		f := strings.Fields(out)
+		if err == nil && len(f) == 1 && f[0] != not+"=" && strings.HasSuffix(f[0], "=") {
+			leader = strings.TrimSuffix(f[0], "=")
+			return true
 		}
-		time.Sleep(100 * time.Millisecond)
+		return false
+	})
+	if err != nil {
+		return fmt.Errorf("no single leader among %s: %w", selector, err)
 	}
-	return fmt.Errorf("no single leader among %s within %v", selector, demoStepTimeout)
+	fmt.Printf("# leader: %s, labelled %.2fs after the last step\n", leader, time.Since(start).Seconds())
+	return nil
 }

@@ -70,7 +70,7 @@ func up(ctx context.Context, d dirs) error {
 		what string
 		fn   func() error
 	}{
-		{"packages (apt-get when missing)", ensurePackages},
+		{"packages (apt-get when missing)", func() error { return ensurePackages(ctx) }},
 		{"node binaries (hack/ensure-tools.sh)", func() error {
 			out, err := exec.CommandContext(ctx, filepath.Join(root, "hack", "ensure-tools.sh"), "--print", "envtest", "node").Output()
 			if err != nil {
@@ -98,10 +98,14 @@ func up(ctx context.Context, d dirs) error {
 			archives, err = buildImages(ctx, root, d, product)
 			return err
 		}},
-		{"cgroup root " + cgroupRoot, makeCgroups},
+		{"cgroup root " + d.cgroupRoot(), func() error { return makeCgroups(d) }},
 	}
 	for _, s := range steps {
-		if err := t.step(s.what, s.fn); err != nil {
+		err := t.step(s.what, s.fn)
+		if ctx.Err() != nil {
+			err = interrupted(ctx)
+		}
+		if err != nil {
 			return errors.Join(err, cleanup(d))
 		}
 	}
@@ -116,6 +120,12 @@ func up(ctx context.Context, d dirs) error {
 	return nil
 }
 
+// interrupted is up's error once ctx ends: a signal (main's context).
+func interrupted(ctx context.Context) error {
+	fmt.Println("cluster: interrupted: stopping what was started")
+	return fmt.Errorf("interrupted (%w); what was started is stopped", ctx.Err())
+}
+
 func listen() (*net.TCPListener, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -124,7 +134,7 @@ func listen() (*net.TCPListener, error) {
 	return l.(*net.TCPListener), nil
 }
 
-func ensurePackages() error {
+func ensurePackages(ctx context.Context) error {
 	var missing []string
 	for _, p := range packages {
 		if _, err := os.Stat(p.file); err != nil {
@@ -146,7 +156,7 @@ func ensurePackages() error {
 		defer func() { _ = os.Remove(policy) }()
 	}
 	for _, args := range [][]string{{"update", "-qq"}, append([]string{"install", "-y", "-qq", "--no-install-recommends"}, missing...)} {
-		cmd := exec.Command("apt-get", args...)
+		cmd := exec.CommandContext(ctx, "apt-get", args...)
 		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("apt-get %s: %w\n%s", strings.Join(args, " "), err, lastLines(string(out), 20))
@@ -176,7 +186,7 @@ func productImage(root string) (string, error) {
 // startNode copies this program into d (go run deletes its own binary) and
 // starts it as the first process of new namespaces, detached, with the two
 // host listeners; it returns once the node prints "ready", printing its
-// timeline, or fails with its log.
+// timeline, or fails with its log, or once ctx ends.
 func startNode(ctx context.Context, d dirs, bin string, archives []string, state *State, apiL, redisL *net.TCPListener) error {
 	self, err := os.Executable()
 	if err != nil {
@@ -224,10 +234,24 @@ func startNode(ctx context.Context, d dirs, bin string, archives []string, state
 	}
 	defer func() { _ = f.Close() }()
 	r := bufio.NewReader(f)
-	deadline := time.Now().Add(upDeadline)
+	deadline := time.NewTimer(upDeadline)
+	defer deadline.Stop()
+	poll := time.NewTicker(100 * time.Millisecond) // the log file has no notification
+	defer poll.Stop()
 	var partial string
 	failed := false // then print the rest (the failing component's log tail) until the node exits
-	for time.Now().Before(deadline) {
+	for {
+		if state.PidNS == "" {
+			// Recorded as soon as the node runs, so that down (after a
+			// Ctrl-C, say) checks its namespace too.
+			if nodePid := childOf(state.Pid); nodePid > 0 {
+				if state.PidNS, _ = os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", nodePid)); state.PidNS != "" {
+					if err := d.writeState(state); err != nil {
+						return err
+					}
+				}
+			}
+		}
 		line, err := r.ReadString('\n')
 		partial += line
 		if err != nil {
@@ -237,7 +261,13 @@ func startNode(ctx context.Context, d dirs, bin string, archives []string, state
 			case !alive(state.Pid):
 				return fmt.Errorf("the node exited; the end of %s:\n%s", d.log("node"), tail(d.log("node"), 3000))
 			}
-			time.Sleep(100 * time.Millisecond)
+			select {
+			case <-ctx.Done():
+				return interrupted(ctx)
+			case <-deadline.C:
+				return fmt.Errorf("the node was not ready within %v; the end of %s:\n%s", upDeadline, d.log("node"), tail(d.log("node"), 3000))
+			case <-poll.C:
+			}
 			continue
 		}
 		line, partial = partial, ""
@@ -247,13 +277,9 @@ func startNode(ctx context.Context, d dirs, bin string, archives []string, state
 			failed = true
 		case failed:
 		case strings.HasSuffix(line, "  ready\n"):
-			if nodePid := childOf(state.Pid); nodePid > 0 {
-				state.PidNS, _ = os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", nodePid))
-			}
 			return d.writeState(state)
 		}
 	}
-	return fmt.Errorf("the node was not ready within %v; the end of %s:\n%s", upDeadline, d.log("node"), tail(d.log("node"), 3000))
 }
 
 func down(d dirs) error {
@@ -273,12 +299,14 @@ func down(d dirs) error {
 			waitGone(s.Pid, 10*time.Second)
 		}
 	}
+	var pidNS string
 	if s != nil {
+		pidNS = s.PidNS
 		if left := leftovers(d, s.PidNS); len(left) > 0 {
 			errs = append(errs, fmt.Errorf("still running: %s", strings.Join(left, "; ")))
 		}
 	}
-	errs = append(errs, cleanup(d))
+	errs = append(errs, cleanup(d), check(d, pidNS))
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
@@ -292,7 +320,7 @@ func cleanup(d dirs) error {
 	if s, err := d.readState(); err == nil && alive(s.Pid) {
 		return fmt.Errorf("cleanup: pid %d still runs", s.Pid)
 	}
-	if err := removeCgroups(); err != nil {
+	if err := removeCgroups(d); err != nil {
 		return err
 	}
 	if m := mountsBelow(string(d)); len(m) > 0 {
@@ -326,29 +354,29 @@ func cgroupMounts() ([]string, error) {
 	return mounts, nil
 }
 
-func makeCgroups() error {
+func makeCgroups(d dirs) error {
 	mounts, err := cgroupMounts()
 	if err != nil {
 		return err
 	}
 	for _, m := range mounts {
-		if err := os.MkdirAll(filepath.Join(m, cgroupRoot), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Join(m, d.cgroupRoot()), 0o755); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// removeCgroups removes the cgroupRoot tree in every hierarchy, deepest
+// removeCgroups removes d's cgroup root tree in every hierarchy, deepest
 // first, retrying while the kernel still counts exiting tasks.
-func removeCgroups() error {
+func removeCgroups(d dirs) error {
 	mounts, err := cgroupMounts()
 	if err != nil {
 		return err
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for _, m := range mounts {
-		root := filepath.Join(m, cgroupRoot)
+		root := filepath.Join(m, d.cgroupRoot())
 		var dirs []string
 		_ = filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
 			if err == nil && e.IsDir() {
@@ -369,6 +397,32 @@ func removeCgroups() error {
 				time.Sleep(100 * time.Millisecond)
 			}
 		}
+	}
+	return nil
+}
+
+// check reports what is left of the cluster of d: a process in pidNS (if
+// set) or naming d, a mount below d, a cgroup directory of d's root. down
+// ends with it; the tests run it (the check verb) after an interrupted up.
+func check(d dirs, pidNS string) error {
+	var left []string
+	for _, p := range leftovers(d, pidNS) {
+		left = append(left, "process "+p)
+	}
+	for _, m := range mountsBelow(string(d)) {
+		left = append(left, "mount "+m)
+	}
+	mounts, err := cgroupMounts()
+	if err != nil {
+		return err
+	}
+	for _, m := range mounts {
+		if _, err := os.Stat(filepath.Join(m, d.cgroupRoot())); err == nil {
+			left = append(left, "cgroup "+filepath.Join(m, d.cgroupRoot()))
+		}
+	}
+	if len(left) > 0 {
+		return fmt.Errorf("left of the cluster in %s: %s", d, strings.Join(left, "; "))
 	}
 	return nil
 }

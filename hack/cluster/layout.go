@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"os"
 	"path/filepath"
 )
@@ -17,9 +18,8 @@ const (
 	podCIDR      = "10.244.0.0/24"
 	apiPort      = 6443
 	redisPort    = 6379
-	// cgroupRoot is the kubelet's cgroup root in every host hierarchy:
-	// made by up, removed with everything below it by down.
-	cgroupRoot = "redislock-cluster"
+	// defaultDir is the state directory unless -dir says otherwise.
+	defaultDir = "/tmp/redislock-cluster"
 )
 
 // Images imported into containerd. The product's is the chart's default
@@ -57,6 +57,20 @@ func (d dirs) path(elem ...string) string {
 func (d dirs) state() string          { return d.path("cluster.json") }
 func (d dirs) log(name string) string { return d.path("logs", name+".log") }
 func (d dirs) pki(name string) string { return d.path("pki", name) }
+
+// cgroupRoot is the kubelet's cgroup root in every host hierarchy, made by
+// up and removed with everything below it by down: redislock-cluster for
+// the default state directory, and for another a name of its own (a hash of
+// the path), so that two clusters never share one (the tests interrupt an
+// up of their own while theirs runs).
+func (d dirs) cgroupRoot() string {
+	if d == defaultDir {
+		return "redislock-cluster"
+	}
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(d))
+	return fmt.Sprintf("redislock-cluster-%08x", h.Sum32())
+}
 
 func (d dirs) readState() (*State, error) {
 	b, err := os.ReadFile(d.state())

@@ -7,12 +7,14 @@
 //	go run ./hack/cluster up   [-dir DIR]   # prints a timeline; DIR/kubeconfig, DIR/cluster.json
 //	go run ./hack/cluster down [-dir DIR]   # stops everything, removes its cgroups
 //	go run ./hack/cluster demo [-keep]      # make demo CLUSTER=1: the story of test/cluster, as commands
+//	go run ./hack/cluster check [-dir DIR]  # what down checks: no process, mount or cgroup of DIR left
 //
 // What is guaranteed:
 //  1. Nothing on the host changes but what apt-get installs (containerd,
 //     runc, containernetworking-plugins, when missing), the state directory
 //     (default /tmp/redislock-cluster) and the cgroup directories named
-//     redislock-cluster in each hierarchy, which down removes.
+//     redislock-cluster in each hierarchy (with a suffix for another
+//     directory), which down removes.
 //  2. Every component runs inside network, mount and pid namespaces made by
 //     `unshare --net --mount --pid --fork --mount-proc`: its own loopback,
 //     a veth rl0 whose peer stays down (the node address 10.233.0.2 and a
@@ -26,7 +28,11 @@
 //     exists, or fails within a bounded time with the failing component's
 //     log tail, leaving nothing running.
 //  4. down stops every process (the pid namespace dies with its first
-//     process, killing the containers too) and checks none is left.
+//     process, killing the containers too) and checks none is left, nor a
+//     mount or cgroup (what check reports).
+//  5. SIGINT or SIGTERM during up or demo (Ctrl-C) stops what they started,
+//     as down does, and they fail saying so; a second signal while that
+//     runs is ignored.
 package main
 
 import (
@@ -35,7 +41,9 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"syscall"
 )
 
 func main() {
@@ -43,7 +51,8 @@ func main() {
 		usage()
 	}
 	fs := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
-	dir := fs.String("dir", envOr("REDISLOCK_CLUSTER_DIR", "/tmp/redislock-cluster"), "the cluster's state directory ($REDISLOCK_CLUSTER_DIR)")
+	dir := fs.String("dir", envOr("REDISLOCK_CLUSTER_DIR", defaultDir), "the cluster's state directory ($REDISLOCK_CLUSTER_DIR)")
+	pidNS := fs.String("pidns", "", "check: the pid namespace (a /proc/PID/ns/pid link) whose processes count as left")
 	bin := fs.String("bin", "", "node: the node binaries' directory")
 	keep := fs.Bool("keep", false, "demo: leave the cluster up afterwards")
 	_ = fs.Parse(os.Args[2:])
@@ -52,12 +61,17 @@ func main() {
 		fail(err)
 	}
 	d := dirs(abs)
-	ctx := context.Background()
+	// Ctrl-C or SIGTERM during up or demo tears down what they started;
+	// a second one, while that runs, is ignored.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	switch os.Args[1] {
 	case "up":
 		err = up(ctx, d)
 	case "down":
 		err = down(d)
+	case "check":
+		err = check(d, *pidNS)
 	case "demo":
 		err = demo(ctx, d, *keep)
 	case "node": // started by up, inside the namespaces
@@ -66,12 +80,13 @@ func main() {
 		usage()
 	}
 	if err != nil {
+		stop()
 		fail(err)
 	}
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: cluster up|down|demo [-dir DIR] [-keep]")
+	fmt.Fprintln(os.Stderr, "usage: cluster up|down|demo|check [-dir DIR] [-keep] [-pidns LINK]")
 	os.Exit(2)
 }
 

@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"net"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -51,6 +53,8 @@ var (
 	k8s        client.Client
 	restConfig *rest.Config
 	scheme     *runtime.Scheme
+	// webhookAddr is where the test webhook server listens.
+	webhookAddr string
 )
 
 func TestMain(m *testing.M) {
@@ -62,6 +66,7 @@ func TestMain(m *testing.M) {
 
 func run(m *testing.M, cfg *rest.Config, webhooks *envtest.WebhookInstallOptions) (int, error) {
 	restConfig = cfg
+	webhookAddr = net.JoinHostPort(webhooks.LocalServingHost, strconv.Itoa(webhooks.LocalServingPort))
 	var err error
 	if scheme, err = testenv.Scheme(); err != nil {
 		return 0, err

@@ -201,24 +201,19 @@ func steadyOneLeader(t *testing.T, ns, selector string, d time.Duration) {
 	}
 }
 
-// waitForWebhook waits until the API server reaches the injection webhook
-// through its Service. Ready controller pods are not enough: kube-proxy
-// routes the Service's address a moment later, and until then the webhook
-// (failurePolicy Ignore) lets annotated pods through without the agent.
-// The probe is a dry-run pod naming a RedisLock that does not exist: only
-// the webhook refuses it.
-func waitForWebhook(t *testing.T) {
+// webhookAnswersAtOnce checks, once and at once, that the API server
+// reaches the injection webhook through its Service: right after the
+// install reports the controller Available, with no wait, a dry-run pod
+// naming a RedisLock that does not exist is refused, which only the webhook
+// does (failing open, failurePolicy Ignore would let it through).
+func webhookAnswersAtOnce(t *testing.T) {
 	t.Helper()
 	probe := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "webhook-probe", Annotations: map[string]string{"redislock.io/lock": "no-such-lock"}},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: cluster.AppImage}}},
 	}
-	d := waitFor(t, rolloutTimeout, "the webhook answers through its Service", func(ctx context.Context) (bool, string) {
-		_, err := client.CoreV1().Pods("default").Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		if err == nil {
-			return false, "a pod naming a missing RedisLock was let through: the webhook was not called"
-		}
-		return strings.Contains(err.Error(), `RedisLock "no-such-lock" not found`), err.Error()
-	})
-	t.Logf("the webhook answers through its Service %.1fs after the controller is Available", d.Seconds())
+	_, err := client.CoreV1().Pods("default").Create(context.Background(), probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	if err == nil || !strings.Contains(err.Error(), `RedisLock "no-such-lock" not found`) {
+		t.Fatalf("right after the controller was Available, the API server did not reach the webhook: a pod naming a missing RedisLock got %v, want the webhook's refusal", err)
+	}
 }
