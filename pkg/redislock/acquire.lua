@@ -47,9 +47,8 @@
 -- Redis reports its uptime in whole seconds, so the process started no later
 -- than now - (uptime - 1s). A flush followed by CONFIG RESETSTAT before the
 -- next grant of a new name is taken for a restart at the process start.
-local function guard(now, ttl)
+local function guard(now, ttl, m)
   local saved = redis.call('LASTSAVE')
-  local m = redis.call('GET', KEYS[5])
   local since, checked
   if m then
     local s, c = string.match(m, '^(%d+):(%d+)$')
@@ -81,36 +80,39 @@ end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ttl = tonumber(ARGV[2])
-local valid = tonumber(redis.call('GET', KEYS[3]) or '0') or 0
+-- The validity, and the epoch marker with it (the guard may need it).
+local v = redis.call('MGET', KEYS[3], KEYS[5])
+local valid = tonumber(v[1] or '0') or 0
 if valid > now then
   redis.call('DEL', KEYS[1])
   return {1, valid - now}
 end
--- Fencing tokens: a node without the counter (INCR made it 1: its first grant
--- of the lock, or after it lost its data, or after the counter expired after
--- its lifetime of idleness or was evicted) starts it at the server's clock in
--- whole milliseconds since the epoch, times 1000, plus one; each grant adds
--- one. A node that lost its counter thus restarts above every token it
--- handed out before, as long as its clock did not step back and it granted
--- fewer than 1000 locks per millisecond (S3 across a restart without
--- persistence, an expiry or an eviction). Whole milliseconds make the nodes
--- of one Redlock acquisition often start equal, so the holder need not raise
--- the lagging counters (fence.lua) on a new name. (A coarser grid would make
--- them agree more often, but a counter evicted within the grid step of its
--- last grant would then start below the tokens it handed out.)
-local fence = redis.call('INCR', KEYS[2])
-local fresh = fence == 1
+-- Fencing tokens: a node without the counter (its first grant of the lock,
+-- or after it lost its data, or after the counter expired after its lifetime
+-- of idleness or was evicted) starts it at the server's clock in whole
+-- milliseconds since the epoch, times 1000, plus one; each grant adds one. A
+-- node that lost its counter thus restarts above every token it handed out
+-- before, as long as its clock did not step back and it granted fewer than
+-- 1000 locks per millisecond (S3 across a restart without persistence, an
+-- expiry or an eviction). Whole milliseconds make the nodes of one Redlock
+-- acquisition often start equal, so the holder need not raise the lagging
+-- counters (fence.lua) on a new name. (A coarser grid would make them agree
+-- more often, but a counter evicted within the grid step of its last grant
+-- would then start below the tokens it handed out.) SET NX tells a new
+-- counter and starts it in one call, the common case of locks named per
+-- entity.
+local fence = now * 1000 + 1
+local fresh = redis.call('SET', KEYS[2], now .. '001', 'NX', 'PX', ARGV[4])
 if fresh then
   if ARGV[3] ~= '1' then
-    local wait = guard(now, ttl)
+    local wait = guard(now, ttl, v[2])
     if wait > 0 then
       redis.call('DEL', KEYS[1], KEYS[2])
       return {0, wait}
     end
   end
-  fence = now * 1000 + 1
-  redis.call('SET', KEYS[2], now .. '001', 'PX', ARGV[4])
 else
+  fence = redis.call('INCR', KEYS[2])
   redis.call('PEXPIRE', KEYS[2], ARGV[4])
 end
 redis.call('SET', KEYS[3], now + ttl)
