@@ -183,6 +183,8 @@ var targets = []target{
 		"yes: a per-round ratio"},
 	{"Redis CPU per op: redislock ÷ bsm (serial)", func(il *interleaved) spread { return il.ratio("single/serial", "redislock", "bsm", cpuUs) }, 1,
 		"yes: the server's own work"},
+	{"Redis CPU per op: redislock ÷ bsm (parallel)", func(il *interleaved) spread { return il.ratio("single/parallel", "redislock", "bsm", cpuUs) }, 1,
+		"yes: the server's own work"},
 	{"allocations per op: redislock (serial)", func(il *interleaved) spread { return il.of("single/serial", "redislock", allocsN) }, 25,
 		"yes: a count"},
 	{"Redis CPU per op: Redlock 5 nodes ÷ 1 node (redislock)", func(il *interleaved) spread {
