@@ -326,6 +326,20 @@ func testLockSemantics(t *testing.T, servers []*redisproc.Server) {
 	if err != nil || got.HolderIdentity != "a" {
 		t.Fatalf("Get: %+v, %v; want holder a", got, err)
 	}
+	// The same holder again: a Get whose ctx ends before a's key is due
+	// (client-go's renew loop and release, bounded by RenewDeadline) gets
+	// the record at once; one with time to spare waits for a change.
+	short, cancel := context.WithTimeout(ctx, 5*time.Second)
+	got, _, err = b.Get(short)
+	cancel()
+	if err != nil || got.HolderIdentity != "a" {
+		t.Fatalf("Get with a ctx shorter than the holder's ttl: %+v, %v; want holder a at once", got, err)
+	}
+	long, cancel := context.WithCancel(ctx)
+	time.AfterFunc(300*time.Millisecond, cancel)
+	if _, _, err := b.Get(long); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Get with no deadline, while a holds on: %v; want it to wait until cancelled", err)
+	}
 	if err := b.Update(ctx, rec("b")); !apierrors.IsConflict(err) {
 		t.Fatalf("takeover Update of a held lock: %v, want Conflict", err)
 	}

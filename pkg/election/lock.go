@@ -107,9 +107,12 @@ func (l *Lock) Leading() (fence int64, at time.Time, ok bool) {
 
 // Get returns the current record, or a NotFound API error when the lock is
 // free. For a standby it blocks while the same other candidate holds the
-// lock: until the holder's key is due to expire, a release message, a new
-// holder, or ctx's end. Each record it returns is new to client-go, so
-// client-go never judges a lease expired by its own clock: Redis decides.
+// lock: until the holder's key is due to expire, a release message, or a
+// new holder. A ctx that ends before the key is due (client-go's renew loop
+// and its release, bounded by RenewDeadline, of a leader that just lost
+// the lock) gets the record at once instead of waiting for nothing. Each
+// record it returns is new to client-go, so client-go never judges a lease
+// expired by its own clock: Redis decides.
 func (l *Lock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
 	for {
 		h, err := l.client.Inspect(ctx, l.name)
@@ -123,10 +126,11 @@ func (l *Lock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []b
 		report := h.Identity == l.client.Identity() || h.Identity != l.reported
 		l.reported = h.Identity
 		l.mu.Unlock()
-		if report {
+		free := h.FreeIn + rand.N(l.ttl/200+2*time.Millisecond)
+		if report || endsBefore(ctx, free) {
 			return l.describe(h)
 		}
-		wait := l.opts.Clock.NewTimer(h.FreeIn + rand.N(l.ttl/200+2*time.Millisecond))
+		wait := l.opts.Clock.NewTimer(free)
 		select {
 		case <-ctx.Done():
 			wait.Stop()
@@ -136,6 +140,12 @@ func (l *Lock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []b
 			wait.Stop()
 		}
 	}
+}
+
+// endsBefore reports whether ctx's deadline comes within d.
+func endsBefore(ctx context.Context, d time.Duration) bool {
+	deadline, ok := ctx.Deadline()
+	return ok && time.Until(deadline) < d
 }
 
 // describe builds the record client-go sees for holder h.
