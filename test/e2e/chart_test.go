@@ -224,17 +224,6 @@ func TestHelmChartDefaults(t *testing.T) {
 			t.Errorf("%s rendered by default: %s", path, asYAML(v))
 		}
 	}
-	// Ready means the webhook answers through its Service, which
-	// therefore routes to pods not Ready yet; the check reads that
-	// Service, by name.
-	if !slices.Contains(at(ctr, "args").([]any), any("-webhook-service=rl-redislock-webhook")) {
-		t.Errorf("controller args %v lack -webhook-service=rl-redislock-webhook", at(ctr, "args"))
-	}
-	for _, o := range objs {
-		if o["kind"] == "Service" && at(o, "metadata.name") == "rl-redislock-webhook" && at(o, "spec.publishNotReadyAddresses") != true {
-			t.Errorf("the webhook Service does not publish not-ready addresses:\n%s", asYAML(o))
-		}
-	}
 	wh := at(object(t, objs, "MutatingWebhookConfiguration"), "webhooks.0")
 	if at(wh, "objectSelector") != nil || at(wh, "namespaceSelector.matchLabels") != nil || at(wh, "timeoutSeconds") != float64(5) {
 		t.Errorf("webhook defaults: %s", asYAML(wh))
@@ -465,12 +454,7 @@ func TestHelmRBACFollowsTheModes(t *testing.T) {
 		t.Errorf("cert-manager: the controller may still write the webhook configuration or its Secret:\n%s", all)
 	}
 	objs = render(t, chartDir())
-	if role := grantsOf(objs, "Role", "ops"); !strings.Contains(role, " secrets rl-redislock-webhook-cert update") || !strings.Contains(role, "coordination.k8s.io leases * update") ||
-		!strings.Contains(role, " services rl-redislock-webhook get") {
-		t.Errorf("defaults: the release Role lacks the webhook Secret or Service by name, or the Lease:\n%s", role)
-	}
-	objs = render(t, chartDir(), "--set", "webhook.enabled=false")
-	if all := grantsOf(objs, "ClusterRole", "") + grantsOf(objs, "Role", ""); strings.Contains(all, " services ") {
-		t.Errorf("webhook.enabled=false: the controller may still read the webhook's Service:\n%s", all)
+	if role := grantsOf(objs, "Role", "ops"); !strings.Contains(role, " secrets rl-redislock-webhook-cert update") || !strings.Contains(role, "coordination.k8s.io leases * update") {
+		t.Errorf("defaults: the release Role lacks the webhook Secret by name or the Lease:\n%s", role)
 	}
 }

@@ -229,18 +229,6 @@ func TestKustomizeDefaultIsAcceptedByTheAPIServer(t *testing.T) {
 			t.Errorf("config/default has no %s: %v", want, kinds)
 		}
 	}
-	// The controller's default -webhook-service names this Service, which
-	// routes to pods not Ready yet (Ready waits for the webhook to answer
-	// through it), and its Role grants reading it by that name.
-	var svc map[string]any
-	for _, d := range docs(manifest) {
-		if d["kind"] == "Service" && d["metadata"].(map[string]any)["name"] == "redislock-webhook-service" {
-			svc = d
-		}
-	}
-	if svc == nil || svc["spec"].(map[string]any)["publishNotReadyAddresses"] != true {
-		t.Errorf("config/default: no Service redislock-webhook-service publishing not-ready addresses: %v", svc)
-	}
 	t.Logf("accepted: %s", strings.Join(kinds, ", "))
 }
 
@@ -304,8 +292,7 @@ func TestInstallManifestsMatchTheGeneratedOnes(t *testing.T) {
 	// generated one, with its own names where the generated ones name
 	// objects, and splits rules only between the ClusterRole and the
 	// election Role as the generated ClusterRole and Role do.
-	renamed := strings.NewReplacer("redislock-mutating-webhook-configuration", "rl-redislock-injector", "redislock-webhook-cert", "rl-redislock-webhook-cert",
-		"redislock-webhook-service", "rl-redislock-webhook")
+	renamed := strings.NewReplacer("redislock-mutating-webhook-configuration", "rl-redislock-injector", "redislock-webhook-cert", "rl-redislock-webhook-cert")
 	for _, doc := range append(docs(readFile(t, filepath.Join(repoRoot, "config", "rbac", "role.yaml"))), docs(readFile(t, filepath.Join(repoRoot, "config", "rbac", "agent", "role.yaml")))...) {
 		kind, name := doc["kind"].(string), doc["metadata"].(map[string]any)["name"].(string)
 		var want []string
