@@ -22,6 +22,7 @@ import (
 // that each lands where it should).
 var everythingOn = []string{
 	"--set", "replicas=3",
+	"--set", "minReadySeconds=25",
 	"--set", "nameOverride=rlk", "--set", "fullnameOverride=platform-rlk",
 	"--set", "image.repository=registry.example/redislock", "--set", "image.tag=v9.9.9", "--set", "image.pullPolicy=Always",
 	"--set", "image.digest=sha256:" + strings.Repeat("ab", 32),
@@ -148,6 +149,7 @@ func TestHelmChartRendersEveryValue(t *testing.T) {
 			"maxSkew": float64(2), "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
 			"labelSelector": map[string]any{"matchLabels": map[string]any{"app.kubernetes.io/name": "rlk", "app.kubernetes.io/instance": "rl", "app.kubernetes.io/component": "controller"}}}}},
 		{"podDisruptionBudget.maxUnavailable", at(object(t, objs, "PodDisruptionBudget"), "spec.maxUnavailable"), "34%"},
+		{"minReadySeconds", at(dep, "spec.minReadySeconds"), float64(25)},
 	} {
 		if !reflect.DeepEqual(c.got, c.want) {
 			t.Errorf("%s: got\n%s\nwant\n%s", c.what, asYAML(c.got), asYAML(c.want))
@@ -203,6 +205,12 @@ func TestHelmChartDefaults(t *testing.T) {
 	}
 	if got := at(ctr, "image"); got != "ghcr.io/redislock/redislock:v0.1.0" {
 		t.Errorf("image %v", got)
+	}
+	// Available only once Ready for 10 s: kube-proxy routes the webhook's
+	// Service meanwhile, so an annotated pod created right after
+	// helm install --wait gets the agent.
+	if got := at(dep, "spec.minReadySeconds"); got != float64(10) {
+		t.Errorf("minReadySeconds %v, want 10", got)
 	}
 	// The agent's resources default to the injector's own defaults.
 	agent := inject.DefaultResources()

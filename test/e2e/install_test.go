@@ -229,6 +229,21 @@ func TestKustomizeDefaultIsAcceptedByTheAPIServer(t *testing.T) {
 			t.Errorf("config/default has no %s: %v", want, kinds)
 		}
 	}
+	// Available only once Ready for 10 s: kube-proxy routes the webhook's
+	// Service meanwhile, so an annotated pod created right after
+	// kubectl rollout status gets the agent.
+	deployments := 0
+	for _, d := range docs(manifest) {
+		if d["kind"] == "Deployment" {
+			deployments++
+			if got := d["spec"].(map[string]any)["minReadySeconds"]; got != float64(10) {
+				t.Errorf("config/default: Deployment %v has minReadySeconds %v, want 10", d["metadata"].(map[string]any)["name"], got)
+			}
+		}
+	}
+	if deployments != 1 {
+		t.Errorf("config/default has %d Deployments, want 1", deployments)
+	}
 	t.Logf("accepted: %s", strings.Join(kinds, ", "))
 }
 
