@@ -56,8 +56,8 @@ const (
 
 // webhookFlags configure the agent-injecting webhook.
 type webhookFlags struct {
-	agentImage, certs, certDir, secret, configuration, hosts, service string
-	port                                                              int
+	agentImage, certs, certDir, secret, configuration, hosts string
+	port                                                     int
 	// agentQuantities are the agent's requests and limits, by flag name.
 	agentQuantities []agentQuantity
 }
@@ -77,7 +77,6 @@ func (w *webhookFlags) bind(fs *flag.FlagSet) {
 	fs.StringVar(&w.certs, "webhook-certs", certsSelf, "who provides the webhook's certificate: "+certsSelf+" (the controller issues and rotates it, in -webhook-secret, and sets the caBundle of -webhook-configuration) or "+certsProvided+" (files in -webhook-cert-dir, say from cert-manager)")
 	fs.StringVar(&w.secret, "webhook-secret", "redislock-webhook-cert", "with -webhook-certs=self: the Secret, in $POD_NAMESPACE, that holds the CA and the certificate")
 	fs.StringVar(&w.configuration, "webhook-configuration", "redislock-mutating-webhook-configuration", "with -webhook-certs=self: the MutatingWebhookConfiguration whose caBundle the controller sets")
-	fs.StringVar(&w.service, "webhook-service", "redislock-webhook-service", "the webhook's Service, in $POD_NAMESPACE: the controller is Ready only once the webhook answers through its ClusterIP (the Service must publish not-ready addresses); empty: no such check")
 	fs.StringVar(&w.hosts, "webhook-hosts", "", "with -webhook-certs=self: comma-separated names (or IPs) of the certificate; default redislock-webhook-service.$POD_NAMESPACE.svc")
 	defaults := inject.DefaultResources()
 	w.agentQuantities = []agentQuantity{
@@ -238,7 +237,7 @@ func Run(ctx context.Context, args []string) error {
 	}
 	if wf.agentImage != "" {
 		agent := inject.Agent{Image: wf.agentImage, ClusterID: clusterID, Resources: agentResources}
-		if err := setupWebhook(mgr, certs, agent, *lockClass, wf.service); err != nil {
+		if err := setupWebhook(mgr, certs, agent, *lockClass); err != nil {
 			return err
 		}
 	}
@@ -319,16 +318,9 @@ func (w *webhookFlags) certManager(ctx context.Context, cfg *rest.Config, scheme
 	return m, nil
 }
 
-// The readiness check reads the webhook's Service, by name (see setupWebhook).
-// +kubebuilder:rbac:groups="",namespace=redislock-system,resources=services,resourceNames=redislock-webhook-service,verbs=get
-
 // setupWebhook registers the injector of agent for the locks of class, and
-// certs (if any) to keep the certificate current on every replica. The
-// controller is Ready once its webhook server runs and, with service set,
-// once the webhook answers through that Service (in $POD_NAMESPACE): a
-// Ready pod alone leaves a moment in which the Service does not route yet
-// and, with failurePolicy Ignore, annotated pods start without the agent.
-func setupWebhook(mgr manager.Manager, certs *webhookcert.Manager, agent inject.Agent, class, service string) error {
+// certs (if any) to keep the certificate current on every replica.
+func setupWebhook(mgr manager.Manager, certs *webhookcert.Manager, agent inject.Agent, class string) error {
 	wh, err := inject.NewWebhook(mgr.GetAPIReader(), mgr.GetScheme(), agent, class)
 	if err != nil {
 		return fmt.Errorf("controller: %w", err)
@@ -339,16 +331,5 @@ func setupWebhook(mgr manager.Manager, certs *webhookcert.Manager, agent inject.
 			return fmt.Errorf("controller: %w", err)
 		}
 	}
-	if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
-		return err
-	}
-	if service == "" {
-		return nil
-	}
-	ns := os.Getenv("POD_NAMESPACE")
-	if ns == "" {
-		return fmt.Errorf("controller: -webhook-service=%s needs POD_NAMESPACE, the Service's namespace", service)
-	}
-	check := &inject.ServiceCheck{Reader: mgr.GetAPIReader(), Service: types.NamespacedName{Namespace: ns, Name: service}}
-	return mgr.AddReadyzCheck("webhook-service", check.Check)
+	return mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker())
 }

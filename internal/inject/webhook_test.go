@@ -6,10 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"net"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -53,8 +51,6 @@ var (
 	k8s        client.Client
 	restConfig *rest.Config
 	scheme     *runtime.Scheme
-	// webhookAddr is where the test webhook server listens.
-	webhookAddr string
 )
 
 func TestMain(m *testing.M) {
@@ -66,7 +62,6 @@ func TestMain(m *testing.M) {
 
 func run(m *testing.M, cfg *rest.Config, webhooks *envtest.WebhookInstallOptions) (int, error) {
 	restConfig = cfg
-	webhookAddr = net.JoinHostPort(webhooks.LocalServingHost, strconv.Itoa(webhooks.LocalServingPort))
 	var err error
 	if scheme, err = testenv.Scheme(); err != nil {
 		return 0, err

@@ -179,7 +179,5 @@ func NewLocalWebhook(root, name, namespace, certDir string) (LocalWebhook, error
 		return LocalWebhook{}, err
 	}
 	return LocalWebhook{Manifest: manifest, Args: []string{"-webhook-port=" + strconv.Itoa(port), "-webhook-cert-dir=" + certDir,
-		"-webhook-hosts=127.0.0.1", "-webhook-configuration=" + name,
-		// Called by URL, not through a Service: Ready once it serves.
-		"-webhook-service="}}, nil
+		"-webhook-hosts=127.0.0.1", "-webhook-configuration=" + name}}, nil
 }

@@ -47,6 +47,13 @@ func TestChartOnARealCluster(t *testing.T) {
 	mustHelm(t, installTimeout+10*time.Second, "install", release, "charts/redislock", "-n", releaseNS, "--create-namespace",
 		"--wait", "--timeout", installTimeout.String(),
 		"--set", "leaderElection.mode=redislock", "--set", "redis.addrs={"+cluster.RedisAddr+"}")
+	t.Logf("helm install --wait: returned in %.1fs", time.Since(start).Seconds())
+	// Helm 3's --wait counts Ready pods, not Available ones: it returns
+	// before minReadySeconds has passed (logged here), so a user waits as
+	// the README says, with kubectl rollout status, which waits for
+	// Available.
+	logAvailability(t, releaseNS, release+"-redislock-controller")
+	mustKubectl(t, "", "-n", releaseNS, "rollout", "status", "deployment/"+release+"-redislock-controller", "--timeout", rolloutTimeout.String())
 	t.Logf("helm install: Available in %.1fs", time.Since(start).Seconds())
 	webhookAnswersAtOnce(t)
 
@@ -116,7 +123,6 @@ func TestChartOnARealCluster(t *testing.T) {
 		waitForOneLeader(t, 3, "")
 		leaderAnswersAgree(t)
 	})
-	t.Run("the readiness check through the webhook's Service sends one request per probe", func(t *testing.T) { readinessCheckCost(t) })
 	t.Run("the controller's own election in redislock mode survives killing its leader", func(t *testing.T) { controllerFailover(t) })
 	t.Run("the chart's RBAC is enough, and the agent's no more than it needs", func(t *testing.T) { rbacIsEnough(t) })
 }
@@ -246,49 +252,6 @@ func leaderOf(t *testing.T, pod string) leaderhttp.Status {
 		t.Fatalf("%s: /leader: %v (%v): %s", pod, jerr, err, body)
 	}
 	return st
-}
-
-// readinessCheckCost reads, from each controller pod's metrics, how many
-// requests its readiness check sent through the webhook's Service since the
-// pod started: one per readiness probe (the chart's periodSeconds is 5), so
-// at most 12 a minute and a few for the probes of the first second.
-func readinessCheckCost(t *testing.T) {
-	ctx := context.Background()
-	ps, err := client.CoreV1().Pods(releaseNS).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=redislock"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range ps.Items {
-		if len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].State.Running == nil {
-			t.Fatalf("%s: controller not running", p.Name)
-		}
-		started := p.Status.ContainerStatuses[0].State.Running.StartedAt.Time
-		body, err := client.CoreV1().RESTClient().Get().Namespace(releaseNS).Resource("pods").
-			Name(p.Name + ":8080").SubResource("proxy").Suffix("metrics").DoRaw(ctx)
-		if err != nil {
-			t.Fatalf("%s: /metrics: %v", p.Name, err)
-		}
-		up := time.Since(started)
-		counts := map[string]float64{}
-		for _, line := range strings.Split(string(body), "\n") {
-			for _, result := range []string{"ok", "failed"} {
-				if v, ok := strings.CutPrefix(line, `redislock_webhook_reachable_checks_total{result="`+result+`"} `); ok {
-					var n float64
-					if _, err := fmt.Sscan(v, &n); err != nil {
-						t.Fatalf("%s: %q: %v", p.Name, line, err)
-					}
-					counts[result] = n
-				}
-			}
-		}
-		total := counts["ok"] + counts["failed"]
-		perMinute := total / up.Minutes()
-		t.Logf("%s: %v ok and %v failed checks in %.0fs up: %.1f a minute", p.Name, counts["ok"], counts["failed"], up.Seconds(), perMinute)
-		// startedAt has a resolution of a second; 2 probes of slack.
-		if limit := up.Seconds()/5 + 3; total > limit || counts["ok"] == 0 {
-			t.Errorf("%s: %v checks in %.0fs, want at least one ok and at most %.0f (one per 5s probe)", p.Name, total, up.Seconds(), limit)
-		}
-	}
 }
 
 // controllerFailover deletes the pod that holds the controller's RedisLock

@@ -201,6 +201,18 @@ func steadyOneLeader(t *testing.T, ns, selector string, d time.Duration) {
 	}
 }
 
+// logAvailability logs, right after an install returned, how many of the
+// controller Deployment ns/name's pods are Ready and how many Available
+// (Ready for minReadySeconds): whether the install waited for the latter.
+func logAvailability(t *testing.T, ns, name string) {
+	t.Helper()
+	d, err := client.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s: %d Ready, %d Available of %d (minReadySeconds %d)", name, d.Status.ReadyReplicas, d.Status.AvailableReplicas, *d.Spec.Replicas, d.Spec.MinReadySeconds)
+}
+
 // webhookAnswersAtOnce checks, once and at once, that the API server
 // reaches the injection webhook through its Service: right after the
 // install reports the controller Available, with no wait, a dry-run pod

@@ -27,6 +27,7 @@ func TestKustomizeInstallOnARealCluster(t *testing.T) {
 	mustKubectl(t, "", "apply", "--server-side", "-k", "config/default")
 	mustKubectl(t, "", "-n", "redislock-system", "rollout", "status", "deployment/redislock-controller", "--timeout", rolloutTimeout.String())
 	t.Logf("kubectl apply -k config/default: Available in %.1fs", time.Since(start).Seconds())
+	logAvailability(t, "redislock-system", "redislock-controller")
 	webhookAnswersAtOnce(t)
 
 	start = time.Now()

@@ -229,17 +229,20 @@ func TestKustomizeDefaultIsAcceptedByTheAPIServer(t *testing.T) {
 			t.Errorf("config/default has no %s: %v", want, kinds)
 		}
 	}
-	// The controller's default -webhook-service names this Service, which
-	// routes to pods not Ready yet (Ready waits for the webhook to answer
-	// through it), and its Role grants reading it by that name.
-	var svc map[string]any
+	// Available only once Ready for 10 s: kube-proxy routes the webhook's
+	// Service meanwhile, so an annotated pod created right after
+	// kubectl rollout status gets the agent.
+	deployments := 0
 	for _, d := range docs(manifest) {
-		if d["kind"] == "Service" && d["metadata"].(map[string]any)["name"] == "redislock-webhook-service" {
-			svc = d
+		if d["kind"] == "Deployment" {
+			deployments++
+			if got := d["spec"].(map[string]any)["minReadySeconds"]; got != float64(10) {
+				t.Errorf("config/default: Deployment %v has minReadySeconds %v, want 10", d["metadata"].(map[string]any)["name"], got)
+			}
 		}
 	}
-	if svc == nil || svc["spec"].(map[string]any)["publishNotReadyAddresses"] != true {
-		t.Errorf("config/default: no Service redislock-webhook-service publishing not-ready addresses: %v", svc)
+	if deployments != 1 {
+		t.Errorf("config/default has %d Deployments, want 1", deployments)
 	}
 	t.Logf("accepted: %s", strings.Join(kinds, ", "))
 }
@@ -304,8 +307,7 @@ func TestInstallManifestsMatchTheGeneratedOnes(t *testing.T) {
 	// generated one, with its own names where the generated ones name
 	// objects, and splits rules only between the ClusterRole and the
 	// election Role as the generated ClusterRole and Role do.
-	renamed := strings.NewReplacer("redislock-mutating-webhook-configuration", "rl-redislock-injector", "redislock-webhook-cert", "rl-redislock-webhook-cert",
-		"redislock-webhook-service", "rl-redislock-webhook")
+	renamed := strings.NewReplacer("redislock-mutating-webhook-configuration", "rl-redislock-injector", "redislock-webhook-cert", "rl-redislock-webhook-cert")
 	for _, doc := range append(docs(readFile(t, filepath.Join(repoRoot, "config", "rbac", "role.yaml"))), docs(readFile(t, filepath.Join(repoRoot, "config", "rbac", "agent", "role.yaml")))...) {
 		kind, name := doc["kind"].(string), doc["metadata"].(map[string]any)["name"].(string)
 		var want []string
