@@ -154,8 +154,8 @@ type held struct {
 	// free is how long until enough of the holder's keys expire for a
 	// majority to be free, if the holder does not renew.
 	free time.Duration
-	// fence is the least fencing counter on the holder's nodes: its
-	// token, once it holds a majority.
+	// fence is the greatest fencing counter on the holder's nodes: its
+	// token.
 	fence int64
 	// split says no value holds a majority: candidates split the nodes
 	// among them (each gives its share back, or lets it expire), or a
@@ -377,13 +377,15 @@ func (c *Client) describeHolder(hs []heldReply) (held, error) {
 		h.split, h.vanished = false, vanished
 		return h, nil
 	}
-	// The nodes of the holder's acquisition hold its token exactly (its
-	// fencing commit raised the lagging ones to it); a node holder repair
-	// restored may count more (attempts whose keys expired before their
-	// give-back), never less: the least is the token.
+	// The nodes of the holder's acquisition count at most its token (the
+	// largest of their counts), and those its fencing commit raised, or
+	// holder repair restored, exactly the token: the greatest is the
+	// token, from the moment the acquisition's replies are in, so an
+	// observer sees one token per holder, not one before the commit and
+	// another after it.
 	for _, hr := range hs {
-		if hr.value == top && (h.fence == 0 || hr.counter < h.fence) {
-			h.fence = hr.counter
+		if hr.value == top {
+			h.fence = max(h.fence, hr.counter)
 		}
 	}
 	v, err := parseValue(top)

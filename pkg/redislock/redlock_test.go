@@ -338,3 +338,28 @@ func TestCheckEvictionNamesNodesThatCanEvictLockKeys(t *testing.T) {
 		t.Fatalf("allkeys-lru on node 1: %v; want ErrEvictionPolicy naming node 1 and its policy only", err)
 	}
 }
+
+// Observers see the holder's token from the moment its acquisition's
+// replies are in: nodes whose counters lag behind it, before the holder's
+// fencing commit raised them, do not make Inspect report a lower one (the
+// status would then show two tokens for one holder).
+func TestInspectSeesTheTokenBeforeTheLaggingCountersAreRaised(t *testing.T) {
+	servers := redistest.StartN(t, 3)
+	ctx := context.Background()
+	a := newClient(t, "a", servers...)
+	l, err := a.Obtain(ctx, "commit", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := redistest.Clients(t, servers...)
+	// As right after the acquisition, before the commit: node 0 granted
+	// the token, the others counted less.
+	for i, behind := range []int64{0, 1, 5} {
+		if err := nodes[i].Set(ctx, lockKey("commit")+":fence", l.Fence()-behind, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if h, err := a.Inspect(ctx, "commit"); err != nil || h.Identity != "a" || h.Fence != l.Fence() {
+		t.Fatalf("Inspect with lagging counters: %+v, %v; want a with fence %d", h, err, l.Fence())
+	}
+}
