@@ -188,8 +188,9 @@ func (s *Server) kill() {
 	s.p = nil
 }
 
-// Restart kills the server and starts it again on the same port, empty,
-// as a restart without persistence does.
+// Restart kills the server and starts it again on the same port and
+// directory: empty, as a restart without persistence is, or holding the
+// snapshot of the last SAVE.
 func (s *Server) Restart() error {
 	s.kill()
 	path, err := exec.LookPath("redis-server")

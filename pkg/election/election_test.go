@@ -16,6 +16,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/redislock/redislock/internal/redisproc"
+	"github.com/redislock/redislock/internal/redisstats"
 	"github.com/redislock/redislock/internal/redistest"
 	"github.com/redislock/redislock/pkg/election"
 	"github.com/redislock/redislock/pkg/redislock"
@@ -379,6 +380,55 @@ func testLockSemantics(t *testing.T, servers []*redisproc.Server) {
 	}
 	if _, err := election.NewLock(admin, "sem", 0, election.LockOptions{}); !errors.Is(err, redislock.ErrInvalidOptions) {
 		t.Fatalf("zero ttl: %v, want ErrInvalidOptions", err)
+	}
+}
+
+// A holder's key without an expiry (a PERSIST by hand, a restore without
+// its ttl) is freed only by a release: a standby's Get waits for that, a
+// ttl at a time, and does not ask Redis in a loop.
+func TestGetOfAKeyWithoutExpiryWaits(t *testing.T) {
+	s := redistest.Start(t, redisproc.Options{})
+	ctx := context.Background()
+	newLock := func(id string) *election.Lock {
+		lc, err := redislock.New(redistest.Clients(t, s), &redislock.Options{AssumeDurable: true, Identity: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := election.NewLock(lc, "persisted", 10*time.Second, election.LockOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	a, b := newLock("a"), newLock("b")
+	if err := a.Create(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: "a", LeaseDurationSeconds: 10}); err != nil {
+		t.Fatal(err)
+	}
+	c := s.Client()
+	defer func() { _ = c.Close() }()
+	if err := c.Persist(ctx, "redislock:{persisted}").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, err := b.Get(ctx); err != nil || got.HolderIdentity != "a" {
+		t.Fatalf("Get: %+v, %v; want holder a", got, err)
+	}
+	before, err := redisstats.Read(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	long, cancel := context.WithCancel(ctx)
+	time.AfterFunc(300*time.Millisecond, cancel)
+	if _, _, err := b.Get(long); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Get while a holds a key without expiry: %v; want it to wait until cancelled", err)
+	}
+	after, err := redisstats.Read(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := after.Sub(before)
+	d["info"]-- // the first Read's own
+	if n := d.Scripts(); n > 1 {
+		t.Fatalf("a waiting Get ran %d scripts in 300ms (%v), want one look", n, d)
 	}
 }
 

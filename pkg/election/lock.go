@@ -126,7 +126,11 @@ func (l *Lock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []b
 		report := h.Identity == l.client.Identity() || h.Identity != l.reported
 		l.reported = h.Identity
 		l.mu.Unlock()
-		free := h.FreeIn + rand.N(l.ttl/200+2*time.Millisecond)
+		free := h.FreeIn
+		if h.NoExpiry {
+			free = l.ttl // only a release frees it: look again once a ttl
+		}
+		free += rand.N(l.ttl/200 + 2*time.Millisecond)
 		if report || endsBefore(ctx, free) {
 			return l.describe(h)
 		}

@@ -45,8 +45,9 @@
 --   start; otherwise the process wrote the marker and LASTSAVE moved with
 --   a save: since stays.
 -- Redis reports its uptime in whole seconds, so the process started no later
--- than now - (uptime - 1s). A flush followed by CONFIG RESETSTAT before the
--- next grant of a new name is taken for a restart at the process start.
+-- than now - (uptime - 1s). A CONFIG RESETSTAT, which clears the flush
+-- counts, counts as a flush. Not caught: SWAPDB with a database whose locks
+-- use the same key prefix (its marker comes along).
 local function guard(now, ttl, m)
   local saved = redis.call('LASTSAVE')
   local since, checked
@@ -60,7 +61,7 @@ local function guard(now, ttl, m)
     if not since then
       local stats = redis.call('INFO', 'commandstats')
       if string.find(stats, 'cmdstat_flushall:', 1, true) or string.find(stats, 'cmdstat_flushdb:', 1, true)
-          or string.find(stats, 'cmdstat_swapdb:', 1, true) then
+          or string.find(stats, 'cmdstat_swapdb:', 1, true) or string.find(stats, 'cmdstat_config|resetstat:', 1, true) then
         since = now
       else
         since = started
@@ -68,7 +69,13 @@ local function guard(now, ttl, m)
     elseif started >= since then
       since = started
     end
-    redis.call('SET', KEYS[5], since .. ':' .. saved)
+    -- Within the second of the last save, a later save and a restart in
+    -- that same second would show the same LASTSAVE: check again then.
+    local checked = saved
+    if now < (saved + 1) * 1000 then
+      checked = 0
+    end
+    redis.call('SET', KEYS[5], since .. ':' .. checked)
   end
   return since + ttl - now
 end
@@ -105,9 +112,17 @@ local fence = now * 1000 + 1
 local fresh = redis.call('SET', KEYS[2], now .. '001', 'NX', 'PX', ARGV[4])
 if fresh then
   if ARGV[3] ~= '1' then
-    local wait = guard(now, ttl, v[2])
-    if wait > 0 then
+    -- A failing read (an ACL without LASTSAVE or INFO, a renamed command)
+    -- must not leave the key and the counter behind: the counter would
+    -- make the next attempt skip the guard.
+    local ok, wait = pcall(guard, now, ttl, v[2])
+    if not ok or wait > 0 then
       redis.call('DEL', KEYS[1], KEYS[2])
+    end
+    if not ok then
+      return redis.error_reply('redislock: restart guard: ' .. (type(wait) == 'table' and tostring(wait.err) or tostring(wait)))
+    end
+    if wait > 0 then
       return {0, wait}
     end
   end

@@ -57,10 +57,13 @@
 // LASTSAVE, which Redis resets at start-up; the guard reads the uptime only
 // then, so a grant on a node known whole sends no INFO. The price is up to
 // one ttl (plus a second: Redis reports its uptime in whole seconds) before
-// the first grant of a new lock after a restart or a flush. A flush
-// followed by CONFIG RESETSTAT before the next new lock is taken for a
-// restart at the process start. Options.AssumeDurable turns the guard off
-// for nodes that never lose an acknowledged write.
+// the first grant of a new lock after a restart or a flush (the guard reads
+// a flush, and a CONFIG RESETSTAT that would hide one, from INFO
+// commandstats). Not caught: a SWAPDB with a database whose locks use the
+// same key prefix, as its marker comes along. The guard needs LASTSAVE and
+// INFO: an ACL that denies them makes every grant of a new name fail with
+// the reason, never skip the guard. Options.AssumeDurable turns the guard
+// off for nodes that never lose an acknowledged write.
 //
 // # What a fencing counter means
 //

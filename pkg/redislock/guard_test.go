@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/redislock/redislock/internal/redisproc"
 	"github.com/redislock/redislock/internal/redisstats"
@@ -40,7 +43,7 @@ func wantRestartGuard(t *testing.T, err error, what string, ttl time.Duration) t
 // goes with them, so the node grants nothing for a ttl (S1), and the next
 // token is still larger (S3).
 func TestRestartGuardCatchesAFlush(t *testing.T) {
-	for _, flush := range []string{"flushall", "flushdb"} {
+	for _, flush := range []string{"flushall", "flushdb", "flushall+resetstat"} {
 		t.Run(flush, func(t *testing.T) {
 			s := redistest.Start(t, redisproc.Options{})
 			const ttl = 2 * time.Second
@@ -54,8 +57,14 @@ func TestRestartGuardCatchesAFlush(t *testing.T) {
 			}
 			c := s.Client()
 			defer func() { _ = c.Close() }()
-			if err := c.Do(ctx, flush).Err(); err != nil {
+			cmd, resetstat := strings.CutSuffix(flush, "+resetstat")
+			if err := c.Do(ctx, cmd).Err(); err != nil {
 				t.Fatal(err)
+			}
+			if resetstat { // which clears the flush's count
+				if err := c.ConfigResetStat(ctx).Err(); err != nil {
+					t.Fatal(err)
+				}
 			}
 			flushed := time.Now()
 			wantRestartGuard(t, firstErr(b.Obtain(ctx, "flushed", ttl)), "the held lock's name after the "+flush, ttl)
@@ -121,9 +130,57 @@ func TestRestartGuardCatchesARestoredSnapshot(t *testing.T) {
 	wantRestartGuard(t, firstErr(b.Obtain(ctx, "after", time.Minute)), "a lock lost by the restart", time.Minute+time.Second)
 }
 
+// LASTSAVE counts whole seconds: a marker written between two saves of
+// one second, then restored by a restart in that second, shows the
+// LASTSAVE the restarted process reports. So the guard takes nothing for
+// checked within a save's second. Each try runs in one second of the
+// server's clock; one whose restart ended in a later second proves
+// nothing and is tried again.
+func TestRestartGuardCatchesARestartInTheSecondOfASave(t *testing.T) {
+	s := redistest.Start(t, redisproc.Options{})
+	a, b := guardedClient(t, "a", s), guardedClient(t, "b", s)
+	redistest.WaitUp(t, 7*time.Second, s)
+	ctx := context.Background()
+	for try := range 10 {
+		c := s.Client()
+		var start int64
+		waitFor(t, 5*time.Second, "the start of a second on the server's clock", func() bool {
+			now, err := c.Time(ctx).Result()
+			start = now.Unix()
+			return err == nil && now.Nanosecond() < 100*int(time.Millisecond)
+		})
+		name := "try" + strconv.Itoa(try) + "-"
+		must := func(err error) {
+			t.Helper()
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		must(c.Save(ctx).Err())
+		must(firstErr(a.Obtain(ctx, name+"marker", 2*time.Second))) // reads the uptime, writes the marker
+		must(c.Save(ctx).Err())                                     // which this snapshot holds
+		must(firstErr(a.Obtain(ctx, name+"lost", 2*time.Second)))   // which it does not
+		_ = c.Close()
+		must(s.Restart())
+		c = s.Client()
+		restarted := c.LastSave(ctx).Val()
+		_ = c.Close()
+		if restarted != start {
+			t.Logf("try %d: the restart ended in second %d, not %d: again", try, restarted, start)
+			continue
+		}
+		// A ttl shorter than the old process's uptime: only a guard that
+		// sees the restart holds the lock back.
+		wantRestartGuard(t, firstErr(b.Obtain(ctx, name+"lost", 5*time.Second)), "a lock lost by a restart in the second of a save", 6*time.Second)
+		return
+	}
+	t.Fatal("no try ran its saves and restart within one second")
+}
+
 // On a node known whole for a ttl, granting and releasing new names sends
 // no INFO: the guard reads the epoch marker and LASTSAVE, and reads the
-// uptime again only after LASTSAVE moved (a save), once. Each command the
+// uptime again only after LASTSAVE moved (a save), once past the save's
+// second. Each command the
 // scripts send is counted.
 func TestRestartGuardSendsNoInfoOnALongRunningNode(t *testing.T) {
 	s := redistest.Start(t, redisproc.Options{})
@@ -178,8 +235,46 @@ func TestRestartGuardSendsNoInfoOnALongRunningNode(t *testing.T) {
 	if err := c.Save(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
+	// Within the save's second a restart would show the same LASTSAVE, so
+	// the guard reads the uptime on each new name then; past it, once.
+	saved := c.LastSave(ctx).Val()
+	waitFor(t, 5*time.Second, "the server's clock past the save's second", func() bool {
+		now, err := c.Time(ctx).Result()
+		return err == nil && now.Unix() > saved
+	})
 	if d := cycle("saved-", n); d["info"] != 1 {
 		t.Fatalf("%d new names after a save: %d INFO, want 1", n, d["info"])
+	}
+}
+
+// An ACL user without LASTSAVE and INFO (a common hardening: -@dangerous)
+// cannot pass the guard: each grant of a new name fails with the reason,
+// and leaves no key behind, so the next attempt is not taken for a name the
+// node knows and granted without the guard.
+func TestRestartGuardFailsClosedWithoutItsCommands(t *testing.T) {
+	s := redistest.Start(t, redisproc.Options{})
+	admin := s.Client()
+	defer func() { _ = admin.Close() }()
+	ctx := context.Background()
+	if err := admin.Do(ctx, "acl", "setuser", "locker", "on", ">pw", "~*", "&*", "+@all", "-@dangerous").Err(); err != nil {
+		t.Fatal(err)
+	}
+	o := s.ClientOptions()
+	o.Username, o.Password = "locker", "pw"
+	rc := redis.NewClient(o)
+	t.Cleanup(func() { _ = rc.Close() })
+	c, err := redislock.New([]redis.UniversalClient{rc}, &redislock.Options{Identity: "a", NodeTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for attempt := range 2 {
+		_, err := c.Obtain(ctx, "hardened", time.Minute)
+		if err == nil || !strings.Contains(err.Error(), "restart guard") {
+			t.Fatalf("attempt %d by a user without LASTSAVE and INFO: %v; want an error naming the restart guard", attempt, err)
+		}
+		if n := admin.DBSize(ctx).Val(); n != 0 {
+			t.Fatalf("attempt %d left %d keys: %v", attempt, n, admin.Keys(ctx, "*").Val())
+		}
 	}
 }
 

@@ -17,7 +17,9 @@ type Holder struct {
 	// if its holder dies. FreeIn is then the largest duration.
 	NoExpiry bool
 	// Fence is the holder's fencing token while the lock is held (the
-	// greatest counter of the nodes that hold its value), and the latest token
+	// greatest counter of the nodes that hold its value; on Redlock more
+	// than the token if holder repair restored the key on a node whose
+	// counter attempts had run past it), and the latest token
 	// handed out while it is free (the highest counter among the nodes that
 	// answered). It changes only when the lock is granted: a failed
 	// attempt takes its count back when it gives its keys back.

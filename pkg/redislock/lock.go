@@ -378,11 +378,13 @@ func (c *Client) describeHolder(hs []heldReply) (held, error) {
 		return h, nil
 	}
 	// The nodes of the holder's acquisition count at most its token (the
-	// largest of their counts), and those its fencing commit raised, or
-	// holder repair restored, exactly the token: the greatest is the
-	// token, from the moment the acquisition's replies are in, so an
-	// observer sees one token per holder, not one before the commit and
-	// another after it.
+	// largest of their counts), and those its fencing commit raised
+	// exactly the token: the greatest is the token, from the moment the
+	// acquisition's replies are in, so an observer sees one token per
+	// holder, not one before the commit and another after it. Holder
+	// repair sets a node's counter to the token too, unless the node
+	// counted past it (attempts whose keys expired before they gave them
+	// back; see restore.lua): the greatest is then that count.
 	for _, hr := range hs {
 		if hr.value == top {
 			h.fence = max(h.fence, hr.counter)
@@ -487,11 +489,14 @@ func (l *Lock) refresh(ctx context.Context, start time.Time, ttl time.Duration) 
 	switch {
 	case ok >= c.quorum:
 		l.mu.Lock()
-		if !l.renewed.IsZero() {
+		held := !l.renewed.IsZero()
+		if held {
 			l.renewed, l.ttl = start, ttl
 		}
 		l.mu.Unlock()
-		l.restore(ctx, missing, ttlMs, fenceMs)
+		if held { // not released or lost meanwhile
+			l.restore(ctx, missing, ttlMs, fenceMs)
+		}
 		return nil
 	case gone > len(c.nodes)-c.quorum:
 		l.invalidate()
@@ -595,7 +600,7 @@ func (c *Client) giveBack(ctx context.Context, l *Lock, idx []int) {
 	}
 	ctx = context.WithoutCancel(ctx)
 	go func() {
-		err := c.deleteKeys(ctx, l, idx, givebackScript, &l.keys.lock, &l.keys.fence, &l.keys.until, &l.keys.meta, &l.value)
+		err := c.deleteKeys(ctx, l, idx, givebackScript, &l.keys.lock, &l.keys.fence, &l.keys.until, &l.keys.meta, &l.value, &l.acquireMs[0])
 		if err != nil && !errors.Is(err, ErrNotHeld) {
 			c.opts.Logger.V(1).Info("could not give back a failed acquisition; its keys expire within the ttl", "lock", l.keys.name, "error", err.Error())
 		}

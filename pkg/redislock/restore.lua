@@ -16,16 +16,19 @@
 -- ARGV[5]  the holder's metadata, "" for none
 -- Reply    1 if restored, 0 if the key exists (another candidate took it).
 --
--- The counter is set to the holder's token, so that any later majority
--- that includes this node starts above it (S3), as fence.lua does, and so
--- that every node holding the holder's key counts exactly its token, which
--- observers read (Inspect: the greatest counter among them). A counter above
--- the token only counted attempts that were never used: the holder's
--- renewal was just confirmed by a majority, so no acquisition since the
--- holder's own can have won one, and every earlier token is below the
--- holder's.
+-- The counter is raised to the holder's token, so that any later majority
+-- that includes this node starts above it (S3), as fence.lua does; it is
+-- never lowered, as this call may arrive late, after the holder lost the
+-- lock and a later holder counted here. A node that counted past the token
+-- keeps its count: attempts whose keys expired before their give-back (a
+-- give-back deletes a counter its attempt started, see giveback.lua).
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[4])
+  local counter = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
+  if counter < tonumber(ARGV[3]) then
+    redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[4])
+  else
+    redis.call('PEXPIRE', KEYS[2], ARGV[4])
+  end
   local t = redis.call('TIME')
   local valid = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[2])
   redis.call('SET', KEYS[3], valid)
