@@ -270,16 +270,19 @@ func watchHook(ns string) *hookWatch {
 	return h
 }
 
-// report stops the watch and logs what it saw of the hook against the
-// time the last controller pod (selected by controller) became Ready,
-// which is when Helm's --wait was satisfied; the kubelet's times have
-// second resolution.
+// report stops the watch, fails t if no hook pod ran, and logs what it saw
+// of the hook against the time the last controller pod (selected by
+// controller) became Ready, which is when Helm's --wait was satisfied; the
+// kubelet's times have second resolution.
 func (h *hookWatch) report(t *testing.T, ns, controller string) {
 	t.Helper()
 	close(h.stop)
 	<-h.done
 	if h.pod == nil {
-		t.Log("webhook-wait hook: no pod seen")
+		// The dry-run probe and the Deployment right after catch a
+		// missing wait only when they beat kube-proxy: this catches it
+		// every time.
+		t.Error("no webhook-wait hook pod ran during helm install: the install did not wait for the webhook to answer through its Service (webhook.waitJob disabled?)")
 		return
 	}
 	var ready time.Time
