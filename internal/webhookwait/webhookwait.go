@@ -98,8 +98,13 @@ func Wait(ctx context.Context, o Options) error {
 	if strings.Contains(o.Connect, ":") && net.ParseIP(o.Connect) == nil {
 		return fmt.Errorf("%s: -connect %q: want a host or an IP, without a port (the port is the URL's)", Name, o.Connect)
 	}
-	if o.Timeout <= 0 || o.Interval <= 0 || o.AttemptTimeout <= 0 {
-		return fmt.Errorf("%s: -timeout, -interval and -attempt-timeout must be positive", Name)
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"-timeout", o.Timeout}, {"-interval", o.Interval}, {"-attempt-timeout", o.AttemptTimeout}} {
+		if d.v <= 0 {
+			return fmt.Errorf("%s: %s %v: want a positive duration", Name, d.flag, d.v)
+		}
 	}
 	port := u.Port()
 	if port == "" {

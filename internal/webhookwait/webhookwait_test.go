@@ -244,3 +244,19 @@ func TestWaitFailsAtOnceOnAnUnsetServiceVariable(t *testing.T) {
 		t.Errorf("after %v: %v", d, err)
 	}
 }
+
+// Each duration flag that is not positive is named in its own message.
+func TestWaitRejectsADurationThatIsNotPositive(t *testing.T) {
+	for flag, set := range map[string]func(*webhookwait.Options){
+		"-timeout":         func(o *webhookwait.Options) { o.Timeout = 0 },
+		"-interval":        func(o *webhookwait.Options) { o.Interval = -time.Second },
+		"-attempt-timeout": func(o *webhookwait.Options) { o.AttemptTimeout = 0 },
+	} {
+		o := serve(t, realWebhook(t))
+		set(&o)
+		_, _, err := run(t, o)
+		if err == nil || !strings.Contains(err.Error(), flag+" ") || !strings.Contains(err.Error(), "want a positive duration") {
+			t.Errorf("%s not positive: %v", flag, err)
+		}
+	}
+}
