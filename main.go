@@ -1,8 +1,9 @@
 // Command redislock is the redislock binary. Subcommands:
 //
-//	controller  run the RedisLock controller (see -h)
-//	agent       campaign for a RedisLock as a pod's sidecar (see -h)
-//	version     print the version and the commit it was built from
+//	controller    run the RedisLock controller (see -h)
+//	agent         campaign for a RedisLock as a pod's sidecar (see -h)
+//	webhook-wait  wait until the injection webhook answers through its Service (see -h)
+//	version       print the version and the commit it was built from
 //
 // `make demo` (hack/demo) runs the whole system on one machine.
 package main
@@ -24,14 +25,17 @@ import (
 
 	"github.com/redislock/redislock/internal/agent"
 	"github.com/redislock/redislock/internal/controllercmd"
+	"github.com/redislock/redislock/internal/webhookwait"
 )
 
 const usage = `usage: redislock <command> [flags]
 
 Commands:
-  controller  run the RedisLock controller
-  agent       campaign for a RedisLock as a pod's sidecar
-  version     print the version and the commit it was built from
+  controller    run the RedisLock controller
+  agent         campaign for a RedisLock as a pod's sidecar
+  webhook-wait  wait until the injection webhook answers through its Service
+                (the Helm chart's post-install and post-upgrade hook)
+  version       print the version and the commit it was built from
 
 Run 'redislock <command> -h' for a command's flags.
 `
@@ -77,6 +81,8 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		err = controllercmd.Run(ctx, args[1:])
 	case "agent":
 		err = agent.Command(ctx, args[1:])
+	case webhookwait.Name:
+		err = webhookwait.Command(ctx, args[1:], os.Stderr)
 	case agent.InstallCommand: // run by the webhook's init container
 		if len(args) != 2 {
 			return fmt.Errorf("usage: redislock %s DEST", agent.InstallCommand)
@@ -88,7 +94,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 			err = &agent.ExitError{Code: code, Reason: "the command exited"}
 		}
 	default:
-		return fmt.Errorf("unknown subcommand %q: want controller, agent or version (redislock help lists them)", args[0])
+		return fmt.Errorf("unknown subcommand %q: want controller, agent, webhook-wait or version (redislock help lists them)", args[0])
 	}
 	if errors.Is(err, flag.ErrHelp) {
 		return nil

@@ -19,7 +19,7 @@ func TestCommandLine(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	commands := []string{"controller", "agent", "version"}
+	commands := []string{"controller", "agent", "webhook-wait", "version"}
 	missing := filepath.Join(t.TempDir(), "no-kubeconfig")
 	cases := []struct {
 		args     []string
@@ -37,6 +37,8 @@ func TestCommandLine(t *testing.T) {
 		{args: []string{"agent", "--help"}, code: 0, stderr: []string{"-lock"}},
 		{args: []string{"controller", "-h"}, code: 0, stderr: []string{"-metrics-bind-address", "-agent-image", "-kubeconfig"}},
 		{args: []string{"controller", "--help"}, code: 0, stderr: []string{"-leader-elect"}},
+		{args: []string{"webhook-wait", "-h"}, code: 0, stderr: []string{"-url", "-connect", "-ca-file", "-timeout"}},
+		{args: []string{"webhook-wait", "-url", "http://x"}, code: 1, stderr: []string{"webhook-wait: -url", "want https://"}, noStdout: true},
 		{args: []string{"version"}, code: 0, stdout: []string{versionOf(chartAppVersion(t), builtInfo(t, bin))}},
 		// -kubeconfig is the file both commands connect with.
 		{args: []string{"agent", "-kubeconfig", missing, "-lock", "l", "-namespace", "ns", "-identity", "a"}, code: 1, stderr: []string{"agent: kubeconfig " + missing}, noStdout: true},

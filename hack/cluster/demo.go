@@ -52,12 +52,8 @@ func demo(ctx context.Context, d dirs, keep bool) (err error) {
 			return dm.run("", "helm", "install", "rl", "charts/redislock", "-n", "redislock-system", "--create-namespace", "--wait", "--timeout", "2m",
 				"--set", "leaderElection.mode=redislock", "--set", "redis.addrs={"+s.RedisAddr+"}")
 		},
-		// Helm 3's --wait counts Ready pods; Available (Ready for the
-		// chart's minReadySeconds, time for kube-proxy to route the
-		// webhook's Service) is what rollout status waits for.
-		func() error {
-			return dm.run("", "kubectl", "-n", "redislock-system", "rollout", "status", "deployment/rl-redislock-controller", "--timeout=2m")
-		},
+		// The chart's webhook-wait hook holds the install until the
+		// webhook answers through its Service: the workload can go at once.
 		func() error { return dm.run(workload, "kubectl", "apply", "-f", "-") },
 		func() error {
 			return dm.run("", "kubectl", "-n", ns, "rollout", "status", "deployment/"+app, "--timeout=2m")

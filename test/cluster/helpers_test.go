@@ -215,7 +215,8 @@ func logAvailability(t *testing.T, ns, name string) {
 
 // webhookAnswersAtOnce checks, once and at once, that the API server
 // reaches the injection webhook through its Service: right after the
-// install reports the controller Available, with no wait, a dry-run pod
+// install returned (helm install --wait, whose hook waits for the webhook;
+// kubectl rollout status after kubectl apply -k), with no wait, a dry-run pod
 // naming a RedisLock that does not exist is refused, which only the webhook
 // does (failing open, failurePolicy Ignore would let it through).
 func webhookAnswersAtOnce(t *testing.T) {
@@ -226,6 +227,80 @@ func webhookAnswersAtOnce(t *testing.T) {
 	}
 	_, err := client.CoreV1().Pods("default").Create(context.Background(), probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 	if err == nil || !strings.Contains(err.Error(), `RedisLock "no-such-lock" not found`) {
-		t.Fatalf("right after the controller was Available, the API server did not reach the webhook: a pod naming a missing RedisLock got %v, want the webhook's refusal", err)
+		t.Fatalf("right after the install returned, the API server did not reach the webhook: a pod naming a missing RedisLock got %v, want the webhook's refusal", err)
 	}
+}
+
+// hookWatch records the chart's webhook-wait hook pod while an install
+// runs: Helm deletes the Job once it succeeded (and the pod goes with it),
+// so its log and times are read while it is there.
+type hookWatch struct {
+	stop chan struct{}
+	done chan struct{}
+	pod  *corev1.Pod
+	log  string
+}
+
+func watchHook(ns string) *hookWatch {
+	h := &hookWatch{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(h.done)
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-h.stop:
+				return
+			case <-tick.C:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			ps, err := pods(ctx, ns, "app.kubernetes.io/component=webhook-wait")
+			if err == nil && len(ps) > 0 {
+				p := ps[len(ps)-1]
+				h.pod = &p
+				if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+					if b, err := client.CoreV1().Pods(ns).GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(ctx); err == nil {
+						h.log = string(b)
+					}
+				}
+			}
+			cancel()
+		}
+	}()
+	return h
+}
+
+// report stops the watch, fails t if no hook pod ran, and logs what it saw
+// of the hook against the time the last controller pod (selected by
+// controller) became Ready, which is when Helm's --wait was satisfied; the
+// kubelet's times have second resolution.
+func (h *hookWatch) report(t *testing.T, ns, controller string) {
+	t.Helper()
+	close(h.stop)
+	<-h.done
+	if h.pod == nil {
+		// The dry-run probe and the Deployment right after catch a
+		// missing wait only when they beat kube-proxy: this catches it
+		// every time.
+		t.Error("no webhook-wait hook pod ran during helm install: the install did not wait for the webhook to answer through its Service (webhook.waitJob disabled?)")
+		return
+	}
+	var ready time.Time
+	if ps, err := pods(context.Background(), ns, controller); err == nil {
+		for _, p := range ps {
+			for _, c := range p.Status.Conditions {
+				if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue && c.LastTransitionTime.After(ready) {
+					ready = c.LastTransitionTime.Time
+				}
+			}
+		}
+	}
+	since := func(at time.Time) string { return fmt.Sprintf("%+.0fs", at.Sub(ready).Seconds()) }
+	line := fmt.Sprintf("webhook-wait hook pod %s %s: created %s after the last controller pod was Ready", h.pod.Name, h.pod.Status.Phase, since(h.pod.CreationTimestamp.Time))
+	for _, s := range h.pod.Status.ContainerStatuses {
+		if s.State.Terminated != nil {
+			line += fmt.Sprintf(", ran from %s to %s, exit %d", since(s.State.Terminated.StartedAt.Time), since(s.State.Terminated.FinishedAt.Time), s.State.Terminated.ExitCode)
+		}
+	}
+	t.Logf("%s; its log:\n%s", line, h.log)
 }

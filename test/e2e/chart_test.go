@@ -54,6 +54,7 @@ var everythingOn = []string{
 	"--set", "agent.image.repository=registry.example/agent", "--set", "agent.image.tag=v9.9.8",
 	"--set", "agent.resources.requests.cpu=20m", "--set", "agent.resources.requests.memory=48Mi",
 	"--set", "agent.resources.limits.cpu=200m", "--set", "agent.resources.limits.memory=96Mi",
+	"--set", "webhook.waitJob.timeoutSeconds=300", "--set", "webhook.waitJob.resources.requests.cpu=5m",
 }
 
 // render runs helm template of chart in namespace "ops" and returns its objects.
@@ -270,6 +271,103 @@ func TestHelmChartDefaults(t *testing.T) {
 	args := at(object(t, render(t, chartDir(), "--set", "image.digest=sha256:"+strings.Repeat("0f", 32)), "Deployment"), "spec.template.spec.containers.0.args").([]any)
 	if want := "-agent-image=ghcr.io/redislock/redislock@sha256:" + strings.Repeat("0f", 32); !slices.Contains(args, any(want)) {
 		t.Errorf("args %v lack %s", args, want)
+	}
+}
+
+// byName returns the rendered kind named name, failing the test without it.
+func byName(t *testing.T, objs []map[string]any, kind, name string) map[string]any {
+	t.Helper()
+	for _, o := range objs {
+		if o["kind"] == kind && at(o, "metadata.name") == name {
+			return o
+		}
+	}
+	t.Fatalf("no %s %s rendered", kind, name)
+	return nil
+}
+
+// The webhook-wait hook Job: a post-install and post-upgrade hook (helm
+// waits for it, --wait or not) that POSTs to the webhook under the name
+// its certificate has and its configuration calls, at the ClusterIP of
+// the Service that the kubelet puts in the pod's env (the Service is no
+// hook, so it exists before the Job's pod), checking the certificate
+// against the CA of the Secret the controller writes, and with the
+// controller's image and security settings; none without the webhook.
+func TestHelmWebhookWaitJob(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		values []string
+		// what depends on the values
+		fullname, image, timeout string
+		deadline                 float64
+		resources                map[string]any
+	}{
+		{"defaults", nil, "rl-redislock", "ghcr.io/redislock/redislock:v0.1.0", "-timeout=120s", 180,
+			map[string]any{"requests": map[string]any{"cpu": "10m", "memory": "16Mi"}, "limits": map[string]any{"memory": "64Mi"}}},
+		{"every value set", everythingOn, "platform-rlk", "registry.example/redislock@sha256:" + strings.Repeat("ab", 32), "-timeout=300s", 360,
+			map[string]any{"requests": map[string]any{"cpu": "5m", "memory": "16Mi"}, "limits": map[string]any{"memory": "64Mi"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs := render(t, chartDir(), tc.values...)
+			job := byName(t, objs, "Job", tc.fullname+"-webhook-wait")
+			dep := object(t, objs, "Deployment")
+			svc := byName(t, objs, "Service", tc.fullname+"-webhook")
+			wh := at(object(t, objs, "MutatingWebhookConfiguration"), "webhooks.0")
+			pod := at(job, "spec.template.spec")
+			ctr := at(pod, "containers.0")
+			depPod := at(dep, "spec.template.spec")
+			host := fmt.Sprintf("%s.%s.svc", at(wh, "clientConfig.service.name"), at(wh, "clientConfig.service.namespace"))
+			hostVar := strings.ToUpper(strings.ReplaceAll(at(svc, "metadata.name").(string), "-", "_")) + "_SERVICE_HOST"
+			for _, c := range []struct {
+				what      string
+				got, want any
+			}{
+				{"a post-install and post-upgrade hook", at(job, "metadata.annotations[helm.sh/hook]"), "post-install,post-upgrade"},
+				{"deleted before the next and once it succeeded", at(job, "metadata.annotations[helm.sh/hook-delete-policy]"), "before-hook-creation,hook-succeeded"},
+				{"the Service is no hook: it exists before the Job's pod starts", at(svc, "metadata.annotations[helm.sh/hook]"), nil},
+				{"the command retries, the Job does not", at(job, "spec.backoffLimit"), float64(0)},
+				{"activeDeadlineSeconds: the timeout and a minute to start", at(job, "spec.activeDeadlineSeconds"), tc.deadline},
+				{"never restarted", at(pod, "restartPolicy"), "Never"},
+				{"no token: it needs no RBAC", at(pod, "automountServiceAccountToken"), false},
+				{"the Service env vars", at(pod, "enableServiceLinks"), true},
+				{"the controller's image", at(ctr, "image"), tc.image},
+				{"the controller's pull policy", at(ctr, "imagePullPolicy"), at(depPod, "containers.0.imagePullPolicy")},
+				{"the controller's imagePullSecrets", at(pod, "imagePullSecrets"), at(depPod, "imagePullSecrets")},
+				{"the controller's podSecurityContext", at(pod, "securityContext"), at(depPod, "securityContext")},
+				{"the controller's securityContext", at(ctr, "securityContext"), at(depPod, "containers.0.securityContext")},
+				{"the controller's priorityClassName", at(pod, "priorityClassName"), at(depPod, "priorityClassName")},
+				{"the controller's nodeSelector", at(pod, "nodeSelector"), at(depPod, "nodeSelector")},
+				{"the controller's tolerations", at(pod, "tolerations"), at(depPod, "tolerations")},
+				{"webhook.waitJob.resources", at(ctr, "resources"), tc.resources},
+				{"args", at(ctr, "args"), []any{
+					"webhook-wait",
+					"-url=https://" + host + ":443" + at(wh, "clientConfig.service.path").(string),
+					"-connect=$(" + hostVar + ")",
+					"-ca-file=/etc/redislock-webhook-ca/ca.crt",
+					tc.timeout,
+				}},
+				{"the CA of the webhook's Secret, and nothing else of it", at(pod, "volumes.0.secret"), map[string]any{
+					"secretName": tc.fullname + "-webhook-cert", "items": []any{map[string]any{"key": "ca.crt", "path": "ca.crt"}}}},
+				{"mounted where -ca-file reads", at(ctr, "volumeMounts.0.mountPath"), "/etc/redislock-webhook-ca"},
+				{"not a controller pod (no Service or PDB selects it)", at(job, "spec.template.metadata.labels[app.kubernetes.io/component]"), "webhook-wait"},
+			} {
+				if !reflect.DeepEqual(c.got, c.want) {
+					t.Errorf("%s: got\n%s\nwant\n%s", c.what, asYAML(c.got), asYAML(c.want))
+				}
+			}
+			// The name the Job asks for is one the certificate holds.
+			if args := at(dep, "spec.template.spec.containers.0.args").([]any); tc.values == nil && !slices.Contains(args, any("-webhook-hosts="+host)) {
+				t.Errorf("the Job calls %s, the controller's certificate is for %v", host, args)
+			}
+		})
+	}
+	for _, values := range [][]string{
+		{"--set", "webhook.waitJob.enabled=false"},
+		{"--set", "webhook.enabled=false"},
+	} {
+		if job := findKind(render(t, chartDir(), values...), "Job"); job != nil {
+			t.Errorf("%v still renders the Job %v", values, at(job, "metadata.name"))
+		}
 	}
 }
 
