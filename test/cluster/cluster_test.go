@@ -122,7 +122,7 @@ func TestChartOnARealCluster(t *testing.T) {
 		leaderAnswersAgree(t)
 	})
 	t.Run("the controller's own election in redislock mode survives killing its leader", func(t *testing.T) { controllerFailover(t) })
-	t.Run("the chart's RBAC is enough, and the agent's no more than it needs", func(t *testing.T) { rbacIsEnough(t) })
+	t.Run("the chart's RBAC is enough, and no more than the agent and the controller need", func(t *testing.T) { rbacIsEnough(t) })
 }
 
 func uninstall(t *testing.T) {
@@ -298,8 +298,9 @@ func controllerFailover(t *testing.T) {
 	})
 }
 
-// rbacIsEnough: no pod of ours logged a forbidden error, and the agent's
-// service account can do what the agent does and nothing near it.
+// rbacIsEnough: no pod of ours logged a forbidden error, and the service
+// accounts of the agent and of the controller can do what each does and
+// nothing near it.
 func rbacIsEnough(t *testing.T) {
 	for _, c := range []struct{ ns, selector, container string }{
 		{releaseNS, "app.kubernetes.io/name=redislock", "controller"},
@@ -312,30 +313,58 @@ func rbacIsEnough(t *testing.T) {
 			}
 		}
 	}
-	sa := "system:serviceaccount:" + appNS + ":" + app
+	agent := "system:serviceaccount:" + appNS + ":" + app
+	controllerSA := strings.TrimSpace(mustKubectl(t, "", "-n", releaseNS, "get", "pods", "-l", "app.kubernetes.io/name=redislock,app.kubernetes.io/component=controller",
+		"-o", "jsonpath={.items[0].spec.serviceAccountName}"))
+	controller := "system:serviceaccount:" + releaseNS + ":" + controllerSA
 	for _, c := range []struct {
-		verb, resource string
-		want           bool
+		who, ns, verb, resource string
+		want                    bool
 	}{
-		{"patch", "pods", true},
-		{"get", "redislocks.redislock.io", true},
-		{"get", "redisconnections.redislock.io", true},
-		{"get", "secrets", true},
-		{"list", "secrets", false},
-		{"watch", "redislocks.redislock.io", false},
-		{"update", "redislocks.redislock.io/status", false},
-		{"delete", "pods", false},
-		{"create", "pods", false},
-		{"create", "leases.coordination.k8s.io", false},
+		{agent, appNS, "patch", "pods", true},
+		{agent, appNS, "get", "redislocks.redislock.io", true},
+		{agent, appNS, "get", "redisconnections.redislock.io", true},
+		{agent, appNS, "get", "secrets", true},
+		{agent, appNS, "list", "secrets", false},
+		{agent, appNS, "watch", "redislocks.redislock.io", false},
+		{agent, appNS, "update", "redislocks.redislock.io/status", false},
+		{agent, appNS, "delete", "pods", false},
+		{agent, appNS, "create", "pods", false},
+		{agent, appNS, "create", "leases.coordination.k8s.io", false},
+		// The controller reads Redis passwords from Secrets named by
+		// connections in any namespace, and nothing else of them.
+		{controller, appNS, "get", "secrets", true},
+		{controller, appNS, "list", "secrets", false},
+		{controller, appNS, "update", "secrets", false},
+		{controller, appNS, "create", "secrets", false},
+		{controller, appNS, "watch", "redislocks.redislock.io", true},
+		{controller, appNS, "patch", "redislocks.redislock.io/status", true},
+		{controller, appNS, "update", "redislocks.redislock.io", false},
+		{controller, appNS, "delete", "redislocks.redislock.io", false},
+		{controller, appNS, "create", "redislocks.redislock.io", false},
+		{controller, appNS, "get", "pods", false},
+		{controller, appNS, "patch", "pods", false},
+		{controller, appNS, "create", "pods", false},
+		{controller, appNS, "create", "leases.coordination.k8s.io", false},
+		{controller, releaseNS, "update", "secrets/some-other-secret", false},
+		{controller, "", "update", "mutatingwebhookconfigurations.admissionregistration.k8s.io/some-other-webhook", false},
+		{controller, "", "get", "namespaces/default", false},
 	} {
-		out, err := kubectl.Run(context.Background(), "", "auth", "can-i", c.verb, c.resource, "-n", appNS, "--as", sa)
-		got := strings.TrimSpace(out) == "yes"
-		if err != nil && !apierrors.IsForbidden(err) && strings.TrimSpace(out) != "no" {
+		args := []string{"auth", "can-i", c.verb, c.resource, "--as", c.who}
+		if c.ns != "" {
+			args = append(args, "-n", c.ns)
+		}
+		out, err := kubectl.Run(context.Background(), "", args...)
+		// The answer is the last line; warnings may come before it.
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		answer := strings.TrimSpace(lines[len(lines)-1])
+		got := answer == "yes"
+		if err != nil && !apierrors.IsForbidden(err) && answer != "no" {
 			t.Errorf("can-i %s %s: %v %s", c.verb, c.resource, err, out)
 			continue
 		}
 		if got != c.want {
-			t.Errorf("the agent's service account: can-i %s %s = %v, want %v", c.verb, c.resource, got, c.want)
+			t.Errorf("%s: can-i %s %s in %q = %v, want %v", c.who, c.verb, c.resource, c.ns, got, c.want)
 		}
 	}
 }
