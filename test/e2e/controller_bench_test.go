@@ -27,6 +27,7 @@ import (
 
 	"github.com/redislock/redislock/api/v1alpha1"
 	"github.com/redislock/redislock/internal/proc"
+	"github.com/redislock/redislock/internal/redisconn"
 	"github.com/redislock/redislock/internal/redisproc"
 	"github.com/redislock/redislock/internal/redistest"
 	"github.com/redislock/redislock/internal/testenv"
@@ -327,6 +328,7 @@ func timeLag(t *testing.T, w *lockWatch, s *redisproc.Server, locks []*v1alpha1.
 	if err != nil {
 		t.Fatal(err)
 	}
+	cluster := clusterIDOf(t, testEnv.Config)
 	samples := min(lagSamples, len(locks))
 	keys := make([]types.NamespacedName, samples)
 	started := make([]time.Time, samples)
@@ -339,7 +341,7 @@ func timeLag(t *testing.T, w *lockWatch, s *redisproc.Server, locks []*v1alpha1.
 		started[i] = time.Now()
 		// Held well past the end of the test, so no expiry changes the
 		// holder meanwhile.
-		if _, err := lc.Obtain(context.Background(), rl.Namespace+"/"+rl.Name, 10*time.Minute); err != nil {
+		if _, err := lc.Obtain(context.Background(), redisconn.LockName(rl, cluster), 10*time.Minute); err != nil {
 			t.Fatalf("obtain %s: %v", keys[i], err)
 		}
 		<-tick.C
