@@ -1,18 +1,17 @@
 package demo
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/redislock/redislock/internal/redisstats"
+	"github.com/redislock/redislock/internal/syncbuf"
 	"github.com/redislock/redislock/internal/testenv"
 )
 
@@ -35,7 +34,7 @@ func TestDemoRunsTheWholeSystemAndCleansUp(t *testing.T) {
 			t.Fatalf("go build %s: %v\n%s", pkg, err, b)
 		}
 	}
-	var out syncBuffer
+	var out syncbuf.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	const ttl = 2 * time.Second
@@ -111,21 +110,4 @@ func TestDemoRunsTheWholeSystemAndCleansUp(t *testing.T) {
 			t.Errorf("process %d outlived the demo (kill 0: %v)", pid, err)
 		}
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -1,7 +1,6 @@
 package webhookwait_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -20,7 +19,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -31,26 +29,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/redislock/redislock/internal/inject"
+	"github.com/redislock/redislock/internal/syncbuf"
 	"github.com/redislock/redislock/internal/webhookwait"
 )
-
-// syncBuffer is a log the waiting goroutine writes while the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // realWebhook is the injection webhook's handler, as the controller serves
 // it; the probe's pod has no annotation, so it reads nothing (nil reader).
@@ -96,7 +77,7 @@ func serve(t *testing.T, h http.Handler) webhookwait.Options {
 
 func run(t *testing.T, o webhookwait.Options) (string, time.Duration, error) {
 	t.Helper()
-	var out syncBuffer
+	var out syncbuf.Buffer
 	o.Log = &out
 	start := time.Now()
 	err := webhookwait.Wait(context.Background(), o)

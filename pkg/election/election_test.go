@@ -299,18 +299,7 @@ func TestLockSemantics(t *testing.T) {
 
 func testLockSemantics(t *testing.T, servers []*redisproc.Server) {
 	ctx := context.Background()
-	newLock := func(id string) *election.Lock {
-		lc, err := redislock.New(redistest.Clients(t, servers...), &redislock.Options{AssumeDurable: true, Identity: id})
-		if err != nil {
-			t.Fatal(err)
-		}
-		l, err := election.NewLock(lc, "sem", 10*time.Second, election.LockOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return l
-	}
-	a, b := newLock("a"), newLock("b")
+	a, b := newLock(t, servers, "sem", "a"), newLock(t, servers, "sem", "b")
 	if _, _, err := a.Get(ctx); !apierrors.IsNotFound(err) {
 		t.Fatalf("Get of a free lock: %v, want NotFound", err)
 	}
@@ -389,18 +378,7 @@ func testLockSemantics(t *testing.T, servers []*redisproc.Server) {
 func TestGetOfAKeyWithoutExpiryWaits(t *testing.T) {
 	s := redistest.Start(t, redisproc.Options{})
 	ctx := context.Background()
-	newLock := func(id string) *election.Lock {
-		lc, err := redislock.New(redistest.Clients(t, s), &redislock.Options{AssumeDurable: true, Identity: id})
-		if err != nil {
-			t.Fatal(err)
-		}
-		l, err := election.NewLock(lc, "persisted", 10*time.Second, election.LockOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return l
-	}
-	a, b := newLock("a"), newLock("b")
+	a, b := newLock(t, []*redisproc.Server{s}, "persisted", "a"), newLock(t, []*redisproc.Server{s}, "persisted", "b")
 	if err := a.Create(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: "a", LeaseDurationSeconds: 10}); err != nil {
 		t.Fatal(err)
 	}
@@ -430,6 +408,21 @@ func TestGetOfAKeyWithoutExpiryWaits(t *testing.T) {
 	if n := d.Scripts(); n > 1 {
 		t.Fatalf("a waiting Get ran %d scripts in 300ms (%v), want one look", n, d)
 	}
+}
+
+// newLock is an election Lock called name, with a ttl of 10s, for
+// candidate id, on servers.
+func newLock(t *testing.T, servers []*redisproc.Server, name, id string) *election.Lock {
+	t.Helper()
+	lc, err := redislock.New(redistest.Clients(t, servers...), &redislock.Options{AssumeDurable: true, Identity: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := election.NewLock(lc, name, 10*time.Second, election.LockOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }
 
 // waitUntilNil calls f every 20ms until it returns nil, failing t after
