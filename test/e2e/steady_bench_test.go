@@ -197,7 +197,10 @@ func steadyCase(t *testing.T, bins steadyBinaries, method string, n int, d durat
 		return steadyFleet(t, newFleet(t, bins.operator, redisArgs(ns, name)), ids, rc, d, leaderWithin, window)
 	}
 
-	fl := &agentFleet{t: t, bin: bins.redislock, ns: ns, lock: name, kubeconfig: agentUser(t, ns), dir: t.TempDir(), procs: map[string]*agentProc{}}
+	// The cluster's identity as the webhook passes it (-cluster-id): the
+	// agent's role has no get on namespaces.
+	fl := &agentFleet{t: t, bin: bins.redislock, ns: ns, lock: name, kubeconfig: agentUser(t, ns), clusterID: clusterIDOf(t, testEnv.Config),
+		dir: t.TempDir(), procs: map[string]*agentProc{}}
 	// The pods the agents label, as the webhook's pods would be.
 	var pods strings.Builder
 	pods.WriteString("apiVersion: v1\nkind: List\nitems:\n")
