@@ -16,6 +16,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redislock/redislock/internal/proc"
 	"github.com/redislock/redislock/internal/redisproc"
 )
 
@@ -94,7 +95,13 @@ func StartCluster(t testing.TB, n int) []string {
 	t.Helper()
 	var addrs []string
 	for range n {
-		s := Start(t, redisproc.Options{Args: []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"}})
+		// The bus port defaults to the port plus 10000, which no one
+		// checked was free (another test's server had it once).
+		bus, err := proc.FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := Start(t, redisproc.Options{Args: []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-port", strconv.Itoa(bus)}})
 		addrs = append(addrs, s.Addr)
 	}
 	nodeTimeout, err := clusterNodeTimeout(addrs[0])
