@@ -35,7 +35,8 @@
 -- was last checked. The marker goes with the data, and a restart that
 -- restores the data from disk changes LASTSAVE (Redis sets it at start-up),
 -- so only a missing marker or a moved LASTSAVE (a restart, or a save) makes
--- the script read the uptime (INFO), once per node and epoch or save:
+-- the script read the uptime (INFO), once per node and epoch or save (on
+-- each new name within the save's second: see "checked" below):
 -- - no marker, and the node's commands include no flush since it started
 --   (INFO commandstats): the data is as old as the process (a first use,
 --   or a restart without persistence): since = the process start;

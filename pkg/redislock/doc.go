@@ -55,7 +55,8 @@
 // holds. Each node keeps an epoch marker (see epoch.go) that goes with its
 // data, and a restart that restores a snapshot from disk is told by
 // LASTSAVE, which Redis resets at start-up; the guard reads the uptime only
-// then, so a grant on a node known whole sends no INFO. The price is up to
+// then (and on each new name within the second of a save, as LASTSAVE
+// counts whole seconds), so a grant on a node known whole sends no INFO. The price is up to
 // one ttl (plus a second: Redis reports its uptime in whole seconds) before
 // the first grant of a new lock after a restart or a flush (the guard reads
 // a flush, and a CONFIG RESETSTAT that would hide one, from INFO
