@@ -84,6 +84,7 @@ generate:
 	$(CONTROLLER_GEN) object paths=./api/...
 
 ## manifests: the CRDs, the RBAC roles of the controller and the agent, and the webhook configuration, from the markers;
+## the tenancy policies (config/policy, hand-written) are copied too;
 ## the Helm chart gets copies (charts/redislock/crds and files/).
 manifests:
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:dir=config/crd/bases
@@ -96,6 +97,7 @@ manifests:
 	cp config/rbac/agent/role.yaml charts/redislock/files/agent-role.yaml
 	cp config/rbac/agent/policy.yaml charts/redislock/files/agent-policy.yaml
 	cp config/webhook/manifests.yaml charts/redislock/files/webhook.yaml
+	cp config/policy/tenancy.yaml charts/redislock/files/tenancy.yaml
 
 ## verify-generated: fail if generate or manifests would change the tree.
 verify-generated: generate manifests

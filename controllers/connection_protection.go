@@ -28,7 +28,8 @@ const EventConnectionInUse = "InUse"
 // ConnectionProtection keeps a RedisConnection or ClusterRedisConnection
 // from going while RedisLocks use it, as Kubernetes protects a
 // PersistentVolumeClaim a pod uses: a finalizer while it is in use, removed
-// once no RedisLock names it. Deleted and created again with other servers
+// once no RedisLock it serves names it (a lock in a namespace that a
+// ClusterRedisConnection does not allow never pins it). Deleted and created again with other servers
 // under running candidates, a connection would give two leaders for every
 // lock on it; protected, it can be replaced only once its locks are gone.
 //
@@ -71,12 +72,17 @@ func (p *ConnectionProtection) reconcile(ctx context.Context, kind v1alpha1.Conn
 	if err := p.List(ctx, &users, client.InNamespace(req.Namespace), client.MatchingFields{connectionIndex: string(kind) + "/" + req.Name}); err != nil {
 		return fmt.Errorf("list the RedisLocks on %s %s: %w", kind, req.NamespacedName, err)
 	}
-	inUse := len(users.Items) > 0
-	if inUse && !conn.GetDeletionTimestamp().IsZero() {
-		names := make([]string, 0, len(users.Items))
-		for _, u := range users.Items {
+	// Only the locks a connection serves may pin it: a lock in a namespace
+	// that a ClusterRedisConnection does not allow is InvalidSpec, and
+	// must not let a tenant block an admin's deletion of it.
+	var names []string
+	for _, u := range users.Items {
+		if c, ok := conn.(*v1alpha1.ClusterRedisConnection); !ok || c.Spec.Allows(u.Namespace) {
 			names = append(names, u.Namespace+"/"+u.Name)
 		}
+	}
+	inUse := len(names) > 0
+	if inUse && !conn.GetDeletionTimestamp().IsZero() {
 		slices.Sort(names)
 		p.Recorder.Eventf(conn, nil, corev1.EventTypeNormal, EventConnectionInUse, "Delete", "deletion waits for the RedisLocks that use this connection: %s", strings.Join(names, ", "))
 	}

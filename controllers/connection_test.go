@@ -252,3 +252,51 @@ func TestClusterRedisConnectionAllowedNamespaces(t *testing.T) {
 		t.Fatalf("Ready message %q does not say the namespace is not allowed", msg)
 	}
 }
+
+// Only the locks a ClusterRedisConnection serves pin it: a lock in a
+// namespace it does not allow puts no finalizer on it (so a tenant cannot
+// block an admin's deletion), a lock it serves does, and narrowing
+// allowedNamespaces away from that lock lets the connection go.
+func TestClusterRedisConnectionPinnedOnlyByLocksItServes(t *testing.T) {
+	in, out := namespace(t), namespace(t)
+	ctx := context.Background()
+	finalizer := controllers.ConnectionFinalizer("", nil)
+	conn := &v1alpha1.ClusterRedisConnection{ObjectMeta: metav1.ObjectMeta{Name: "pinned-" + in}, Spec: v1alpha1.ClusterRedisConnectionSpec{
+		RedisConnectionSpec: v1alpha1.RedisConnectionSpec{Addrs: []string{"127.0.0.1:1"}}, AllowedNamespaces: []string{in},
+	}}
+	create(t, conn)
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), conn) })
+	finalizers := func() (bool, any) {
+		err := k8s.Get(ctx, client.ObjectKeyFromObject(conn), conn)
+		return err == nil && slices.Contains(conn.Finalizers, finalizer), conn.Finalizers
+	}
+
+	n0 := len(requests.reconciles(client.ObjectKeyFromObject(conn)))
+	foreign := onConnection(out, "foreign", v1alpha1.KindClusterRedisConnection, conn.Name)
+	create(t, foreign)
+	waitLock(t, foreign, 10*time.Second, "InvalidSpec in a namespace the connection does not allow", isCond(v1alpha1.ConditionReady, metav1.ConditionFalse, controllers.ReasonInvalidSpec))
+	waitReconciles(t, conn, n0, 1, 10*time.Second)
+	if pinned, got := finalizers(); pinned {
+		t.Fatalf("a lock of namespace %s, which the connection does not allow, pinned it: finalizers %v", out, got)
+	}
+
+	served := onConnection(in, "served", v1alpha1.KindClusterRedisConnection, conn.Name)
+	create(t, served)
+	waitFor(t, 10*time.Second, "the finalizer of the lock the connection serves", finalizers)
+
+	conn.Spec.AllowedNamespaces = []string{"elsewhere"}
+	if err := k8s.Update(ctx, conn); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "no finalizer once no lock it serves names it", func() (bool, any) {
+		pinned, got := finalizers()
+		return !pinned, got
+	})
+	if err := k8s.Delete(ctx, conn); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the connection gone, though two locks name it", func() (bool, any) {
+		err := k8s.Get(ctx, client.ObjectKeyFromObject(conn), conn)
+		return apierrors.IsNotFound(err), err
+	})
+}

@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"slices"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -86,6 +88,12 @@ type ClusterRedisConnectionSpec struct {
 	// +kubebuilder:validation:items:MinLength=1
 	// +kubebuilder:validation:items:MaxLength=63
 	AllowedNamespaces []string `json:"allowedNamespaces,omitempty"`
+}
+
+// Allows reports whether the RedisLocks of namespace may use the
+// connection: allowedNamespaces is empty or lists namespace.
+func (s *ClusterRedisConnectionSpec) Allows(namespace string) bool {
+	return len(s.AllowedNamespaces) == 0 || slices.Contains(s.AllowedNamespaces, namespace)
 }
 
 // ClusterRedisConnection says how to reach one Redis deployment, for the

@@ -12,7 +12,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -160,8 +159,8 @@ func Resolve(ctx context.Context, r client.Reader, rl *v1alpha1.RedisLock) (Conf
 		return used, fmt.Errorf("spec.connectionRef: read %s: %w", named, err)
 	}
 	if c, ok := obj.(*v1alpha1.ClusterRedisConnection); ok {
-		if allowed := c.Spec.AllowedNamespaces; len(allowed) > 0 && !slices.Contains(allowed, rl.Namespace) {
-			return used, fmt.Errorf("%w: spec.connectionRef: %s does not allow namespace %s (its spec.allowedNamespaces: %s)", ErrInvalid, named, rl.Namespace, strings.Join(allowed, ", "))
+		if !c.Spec.Allows(rl.Namespace) {
+			return used, fmt.Errorf("%w: spec.connectionRef: %s does not allow namespace %s (its spec.allowedNamespaces: %s)", ErrInvalid, named, rl.Namespace, strings.Join(c.Spec.AllowedNamespaces, ", "))
 		}
 		ns = c.Spec.SecretNamespace
 	} else {

@@ -564,3 +564,41 @@ func TestHelmRBACFollowsTheModes(t *testing.T) {
 		t.Errorf("defaults: the release Role lacks the webhook Secret by name or the Lease:\n%s", role)
 	}
 }
+
+// The tenancy policies (config/policy/tenancy.yaml): all three with their
+// bindings by default; tenancy.secretAccessCheck=false leaves out only the
+// Secret check's binding (its documented opt-out); tenancy.create=false,
+// for a second release in the cluster, none of them.
+func TestHelmTenancyPolicies(t *testing.T) {
+	policies := func(objs []map[string]any) []string {
+		var names []string
+		for _, o := range objs {
+			if k := o["kind"].(string); k == "ValidatingAdmissionPolicy" || k == "ValidatingAdmissionPolicyBinding" {
+				if n := at(o, "metadata.name").(string); n != "redislock-agent-pod-label" {
+					names = append(names, strings.TrimPrefix(k, "ValidatingAdmission")+"/"+n)
+				}
+			}
+		}
+		slices.Sort(names)
+		return names
+	}
+	all := []string{
+		"Policy/redislock-cluster-connection-namespaces", "Policy/redislock-global-scope", "Policy/redislock-secret-access",
+		"PolicyBinding/redislock-cluster-connection-namespaces", "PolicyBinding/redislock-global-scope", "PolicyBinding/redislock-secret-access",
+	}
+	for _, tc := range []struct {
+		name   string
+		values []string
+		want   []string
+	}{
+		{"by default", nil, all},
+		{"without the Secret check", []string{"--set", "tenancy.secretAccessCheck=false"}, slices.DeleteFunc(slices.Clone(all), func(s string) bool { return s == "PolicyBinding/redislock-secret-access" })},
+		{"created by another release", []string{"--set", "tenancy.create=false"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := policies(render(t, chartDir(), tc.values...)); !slices.Equal(got, tc.want) {
+				t.Errorf("rendered %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

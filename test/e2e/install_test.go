@@ -272,6 +272,7 @@ func TestInstallManifestsMatchTheGeneratedOnes(t *testing.T) {
 		"agent-policy.yaml":             filepath.Join("config", "rbac", "agent", "policy.yaml"),
 		"clusterconnection-reader.yaml": filepath.Join("config", "rbac", "agent", "clusterconnection_reader.yaml"),
 		"webhook.yaml":                  filepath.Join("config", "webhook", "manifests.yaml"),
+		"tenancy.yaml":                  filepath.Join("config", "policy", "tenancy.yaml"),
 	} {
 		a, errA := os.ReadFile(filepath.Join(chartDir(), "files", copied))
 		b, errB := os.ReadFile(filepath.Join(repoRoot, source))
@@ -291,17 +292,26 @@ func TestInstallManifestsMatchTheGeneratedOnes(t *testing.T) {
 			rules[doc["kind"].(string)+"/"+name] = doc["rules"]
 		}
 	}
-	// The agent's policy too: the chart renders the same specs.
+	// The admission policies too (the agent's and the tenancy ones): the
+	// chart renders the same specs, under the same names.
 	specs := map[string]any{}
 	for _, doc := range docs(manifest) {
 		if strings.HasPrefix(doc["kind"].(string), "ValidatingAdmissionPolicy") {
-			specs[doc["kind"].(string)] = doc["spec"]
+			specs[doc["kind"].(string)+"/"+doc["metadata"].(map[string]any)["name"].(string)] = doc["spec"]
 		}
 	}
-	for _, doc := range docs(readFile(t, filepath.Join(repoRoot, "config", "rbac", "agent", "policy.yaml"))) {
-		if !reflect.DeepEqual(specs[doc["kind"].(string)], doc["spec"]) {
-			t.Errorf("chart %s differs from config/rbac/agent/policy.yaml", doc["kind"])
+	policies := 0
+	for _, source := range []string{filepath.Join("config", "rbac", "agent", "policy.yaml"), filepath.Join("config", "policy", "tenancy.yaml")} {
+		for _, doc := range docs(readFile(t, filepath.Join(repoRoot, source))) {
+			policies++
+			key := doc["kind"].(string) + "/" + doc["metadata"].(map[string]any)["name"].(string)
+			if !reflect.DeepEqual(specs[key], doc["spec"]) {
+				t.Errorf("chart %s differs from %s", key, source)
+			}
 		}
+	}
+	if len(specs) != policies {
+		t.Errorf("the chart renders %d admission policies and bindings, want the %d of config/", len(specs), policies)
 	}
 	// The controller's rules, grant by grant: the chart renders each
 	// generated one, with its own names where the generated ones name
