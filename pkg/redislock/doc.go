@@ -117,7 +117,19 @@
 //
 // Redlock's safety also rests on the nodes' clocks not running faster than
 // the drift allowance over one ttl; processes' clocks may differ
-// arbitrarily, as only durations measured locally are used.
+// arbitrarily, as only durations measured locally are used. S3 across a
+// node's data loss also rests on the nodes' clocks agreeing: a counter a
+// node starts anew begins at its own clock, so a token counted on a node
+// whose clock runs ahead can be undercut by a later holder whose majority
+// holds no node that knew that token (the node that knew it restarted
+// empty while the fast one was unreachable). Keep the nodes' clocks
+// synchronised (NTP), as their expiries already need.
+//
+// Holder repair (a renewing holder puts its key back on a node where it
+// vanished) never moves a node's validity back, however late it arrives
+// (S1). A repair that arrives after the holder released the lock puts the
+// holder's key back for one ttl: it refuses others for that long (L1, as
+// after a crash), while nobody believes it holds the lock.
 //
 // # Why New takes go-redis clients, not a narrow interface
 //
