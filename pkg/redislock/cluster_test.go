@@ -2,6 +2,8 @@ package redislock_test
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -94,4 +96,150 @@ func TestRestartGuardOnRedisCluster(t *testing.T) {
 			t.Fatalf("%s: epoch marker %q not written (%d, %v)", name, marker, n, err)
 		}
 	}
+}
+
+// A lock whose slot migrates to another master, by hand as redis-cli
+// --cluster reshard does it (SETSLOT IMPORTING and MIGRATING, MIGRATE key
+// by key, SETSLOT NODE), stays its holder's through every step: renewals
+// meet ASK, TRYAGAIN (the lock's keys split between the two masters) and
+// MOVED, and are never counted as a lost or a foreign lock, nor is another
+// candidate ever granted it; the validity
+// and fencing keys move with it, as they share its hash tag, so the next
+// holder's token is the next one.
+func TestLockFollowsASlotMigration(t *testing.T) {
+	addrs := redistest.StartCluster(t, 3)
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = cc.Close() })
+	ctx := context.Background()
+	opts := func(id string) *redislock.Options {
+		return &redislock.Options{AssumeDurable: true, Identity: id, NodeTimeout: 2 * time.Second}
+	}
+	a, err := redislock.New([]redis.UniversalClient{cc}, opts("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := redislock.New([]redis.UniversalClient{cc}, opts("b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const name = "migrant"
+	key := lockKey(name)
+	slot, err := cc.ClusterKeySlot(ctx, key).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{key + ":fence", key + ":until", key + ":meta", redislock.EpochKey(a, name)} {
+		if s, err := cc.ClusterKeySlot(ctx, k).Result(); err != nil || s != slot {
+			t.Fatalf("key %s is in slot %d (%v), the lock's in %d", k, s, err, slot)
+		}
+	}
+	l, err := a.ObtainWait(ctx, name, 10*time.Second, &redislock.ObtainOptions{Metadata: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The masters by node ID, and which one serves the slot.
+	nodes := map[string]*redis.Client{}
+	var source, target string
+	for _, addr := range addrs {
+		c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+		t.Cleanup(func() { _ = c.Close() })
+		id, err := c.Do(ctx, "cluster", "myid").Text()
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes[id] = c
+		if n, err := c.ClusterCountKeysInSlot(ctx, int(slot)).Result(); err != nil {
+			t.Fatal(err)
+		} else if n > 0 {
+			source = id
+		}
+	}
+	for id := range nodes {
+		if id != source {
+			target = id
+			break
+		}
+	}
+	if source == "" {
+		t.Fatal("no master holds the lock's keys")
+	}
+	src, dst := nodes[source], nodes[target]
+	host, port, _ := strings.Cut(dst.Options().Addr, ":")
+	migrate := func(keys ...string) {
+		t.Helper()
+		args := append([]any{"migrate", host, port, "", 0, 5000, "keys"}, toAny(keys)...)
+		if err := src.Do(ctx, args...).Err(); err != nil {
+			t.Fatalf("MIGRATE %v: %v", keys, err)
+		}
+	}
+	renew := func(step string) {
+		t.Helper()
+		if err := l.Refresh(ctx); err != nil {
+			t.Fatalf("%s: renewal: %v", step, err)
+		}
+		if h, err := b.Inspect(ctx, name); err != nil || h.Identity != "a" || h.Fence != l.Fence() {
+			t.Fatalf("%s: Inspect %+v, %v; want a with fence %d", step, h, err, l.Fence())
+		}
+		// Refused, or not answered: while the slot migrates, a script
+		// whose keys are not all on one master gets TRYAGAIN, and b's
+		// attempt names some (the epoch marker) that a's lock lacks.
+		if _, err := b.Obtain(ctx, name, 10*time.Second); err == nil {
+			t.Fatalf("%s: b obtained the lock a holds", step)
+		} else {
+			t.Logf("%s: b's attempt: %v", step, err)
+		}
+	}
+
+	if err := dst.Do(ctx, "cluster", "setslot", slot, "importing", source).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := src.Do(ctx, "cluster", "setslot", slot, "migrating", target).Err(); err != nil {
+		t.Fatal(err)
+	}
+	renew("slot migrating, no key moved")
+	// The lock key first: the scripts then find their keys split between
+	// the masters (TRYAGAIN) until the rest follows.
+	migrate(key)
+	split := l.Refresh(ctx)
+	if errors.Is(split, redislock.ErrLockLost) || errors.Is(split, redislock.ErrNotObtained) {
+		t.Fatalf("a renewal with the lock's keys split between two masters counted the lock as lost: %v", split)
+	}
+	if !l.Valid() {
+		t.Fatal("the holder stopped believing while its keys were split between two masters")
+	}
+	t.Logf("renewal with the keys split: %v", split)
+	rest, err := src.ClusterGetKeysInSlot(ctx, int(slot), 100).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	migrate(rest...)
+	renew("every key moved, slot still migrating (ASK)")
+	for id, c := range nodes {
+		if err := c.Do(ctx, "cluster", "setslot", slot, "node", target).Err(); err != nil {
+			t.Fatalf("SETSLOT NODE on %s: %v", id, err)
+		}
+	}
+	renew("slot moved (MOVED)")
+	if n, _ := dst.Exists(ctx, key, key+":fence", key+":until", key+":meta").Result(); n != 4 {
+		t.Fatalf("the new master holds %d of the lock's 4 keys", n)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("release after the migration: %v", err)
+	}
+	next, err := b.Obtain(ctx, name, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next.Fence() != l.Fence()+1 {
+		t.Fatalf("the next holder's fence %d, want %d: the counter did not move with the lock", next.Fence(), l.Fence()+1)
+	}
+}
+
+func toAny(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
 }
