@@ -170,10 +170,13 @@ type RedisConnectionSpec struct {
 	NodeTimeout *Duration `json:"nodeTimeout,omitempty"`
 	// waitReplicas is how many of the master's replicas must acknowledge
 	// each acquisition and renewal (Redis WAIT, within nodeTimeout) before
-	// it counts; Sentinel mode only, default 1. A Sentinel failover then
-	// promotes a replica that has the lock, so no holder believes in a key
-	// the new master lacks. 0 trades that for availability when no replica
-	// answers.
+	// it counts; Sentinel mode only. Unset: every replica the master
+	// reports online at that write, however many there are. A Sentinel
+	// failover then promotes a replica that has the lock, so no holder
+	// believes in a key the new master lacks. A number below the replicas
+	// lets Sentinel promote one that lacks a fresh grant (it judges by
+	// offsets up to 10s old); 0 trades all of that for availability when no
+	// replica answers.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=15

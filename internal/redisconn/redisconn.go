@@ -63,7 +63,7 @@ type Config struct {
 	InsecureSkipVerify bool
 	NodeTimeout        time.Duration
 	// WaitReplicas is redislock.Options.WaitReplicas: spec.redis.waitReplicas,
-	// 1 by default in Sentinel mode, else 0.
+	// redislock.WaitAllReplicas by default in Sentinel mode, else 0.
 	WaitReplicas int
 	// EvictingNodes is the connection's evictingNodes policy. Not part
 	// of Key: it does not change how Redis is reached.
@@ -191,7 +191,7 @@ func resolveConnection(ctx context.Context, r client.Reader, ns, field string, c
 	case c.WaitReplicas != nil:
 		cfg.WaitReplicas = int(*c.WaitReplicas)
 	case cfg.Mode == v1alpha1.ModeSentinel:
-		cfg.WaitReplicas = 1
+		cfg.WaitReplicas = redislock.WaitAllReplicas
 	}
 	var err error
 	// get returns the values of keys in Secret name, which field names;

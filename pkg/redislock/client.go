@@ -61,8 +61,10 @@ type Options struct {
 	// as failed for that call (an acquire gives the key back there). Use it
 	// with Sentinel-managed nodes: a failover then promotes a replica that
 	// has the lock, as Sentinel picks the most up-to-date replica it can
-	// reach, so no holder's belief outlives the key. Default 0: no wait.
-	// Not for Cluster clients, whose pipelines go by key.
+	// reach, so no holder's belief outlives the key. WaitAllReplicas waits
+	// for every replica the node reports online at that write, however
+	// many there are. Default 0: no wait. Not for Cluster clients, whose
+	// pipelines go by key.
 	WaitReplicas int
 
 	// KeyPrefix starts the name of every key and channel of a lock, so
@@ -139,8 +141,8 @@ func New(nodes []redis.UniversalClient, opts *Options) (*Client, error) {
 	case strings.ContainsAny(o.KeyPrefix, "{}"):
 		return nil, fmt.Errorf("%w: KeyPrefix %q contains a brace, which would break the Cluster hash tag around lock names", ErrInvalidOptions, o.KeyPrefix)
 	}
-	if o.WaitReplicas < 0 {
-		return nil, fmt.Errorf("%w: WaitReplicas %d is negative", ErrInvalidOptions, o.WaitReplicas)
+	if o.WaitReplicas < WaitAllReplicas {
+		return nil, fmt.Errorf("%w: WaitReplicas %d is negative, and not WaitAllReplicas (%d)", ErrInvalidOptions, o.WaitReplicas, WaitAllReplicas)
 	}
 	if o.Metrics == nil {
 		o.Metrics = noMetrics{}
@@ -157,7 +159,11 @@ func New(nodes []redis.UniversalClient, opts *Options) (*Client, error) {
 		if rc == nil {
 			return nil, fmt.Errorf("%w: node %d is nil", ErrInvalidOptions, i)
 		}
-		c.nodes = append(c.nodes, newNode(nodeName(i, rc), rc, o.WaitReplicas, o.NodeTimeout))
+		n := newNode(nodeName(i, rc), rc, o.WaitReplicas, o.NodeTimeout)
+		if o.WaitReplicas == WaitAllReplicas && n.sticky == nil {
+			return nil, fmt.Errorf("%w: node %d: WaitAllReplicas needs a client of one server (redis.NewClient, redis.NewFailoverClient), not a %T", ErrInvalidOptions, i, rc)
+		}
+		c.nodes = append(c.nodes, n)
 		c.all = append(c.all, i)
 	}
 	c.epoch = epochKeys(o.KeyPrefix, nodes)

@@ -193,9 +193,15 @@ func TestInvalidInputIsRejected(t *testing.T) {
 			return err
 		}, "NodeTimeout -1s is negative"},
 		{"negative wait replicas", func() error {
-			_, err := redislock.New(one, &redislock.Options{WaitReplicas: -1})
+			_, err := redislock.New(one, &redislock.Options{WaitReplicas: -2})
 			return err
-		}, "WaitReplicas -1 is negative"},
+		}, "WaitReplicas -2 is negative, and not WaitAllReplicas (-1)"},
+		{"wait for all replicas of a Cluster", func() error {
+			cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}})
+			defer func() { _ = cc.Close() }()
+			_, err := redislock.New([]redis.UniversalClient{cc}, &redislock.Options{WaitReplicas: redislock.WaitAllReplicas})
+			return err
+		}, "node 0: WaitAllReplicas needs a client of one server (redis.NewClient, redis.NewFailoverClient), not a *redis.ClusterClient"},
 		{"control character in identity", func() error {
 			_, err := redislock.New(one, &redislock.Options{AssumeDurable: true, Identity: "a\nb"})
 			return err

@@ -2,7 +2,6 @@ package redislock
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -26,10 +25,16 @@ type node struct {
 	inflight atomic.Int32
 	// replicas is Options.WaitReplicas, and waitMs the WAIT timeout.
 	replicas, waitMs int
+	// sticky is client's source of dedicated connections, with
+	// WaitAllReplicas; online is the number of replicas it last reported
+	// online (see replication.go).
+	sticky interface{ Conn() *redis.Conn }
+	online atomic.Int32
 }
 
 func newNode(name string, rc redis.UniversalClient, replicas int, timeout time.Duration) *node {
 	n := &node{name: name, client: rc, replicas: replicas, waitMs: max(1, int(timeout.Milliseconds()/2))}
+	n.sticky, _ = rc.(interface{ Conn() *redis.Conn })
 	if ap, err := rc.AutoPipeline(); err == nil {
 		n.pipe = ap
 	}
@@ -47,8 +52,12 @@ func newNode(name string, rc redis.UniversalClient, replicas int, timeout time.D
 // EVAL, which also loads it for the next EVALSHA.
 func (n *node) eval(ctx context.Context, s *script, args []any) (any, error) {
 	send := n.process
-	if s.writes && n.replicas > 0 {
+	switch {
+	case !s.writes:
+	case n.replicas > 0:
 		send = n.processAndWait
+	case n.replicas == WaitAllReplicas:
+		send = n.processAndWaitAll
 	}
 	v, err := send(ctx, args)
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
@@ -57,32 +66,6 @@ func (n *node) eval(ctx context.Context, s *script, args []any) (any, error) {
 		return send(ctx, args)
 	}
 	return v, err
-}
-
-// processAndWait sends one command and a WAIT for n.replicas replicas on
-// one connection (WAIT covers that connection's writes), in one round
-// trip. Too few acknowledgements within half the node timeout (the other
-// half is for the round trip) make the call fail.
-func (n *node) processAndWait(ctx context.Context, args []any) (any, error) {
-	cmd := redis.NewCmd(ctx, args...)
-	cmd.SetFirstKeyPos(3)
-	wait := redis.NewIntCmd(ctx, "wait", n.replicas, n.waitMs)
-	_, _ = n.client.Pipelined(ctx, func(p redis.Pipeliner) error {
-		_ = p.Process(ctx, cmd)
-		return p.Process(ctx, wait)
-	})
-	v, err := cmd.Result()
-	if err != nil {
-		return v, err
-	}
-	acked, err := wait.Result()
-	if err != nil {
-		return nil, fmt.Errorf("wait for replicas: %w", err)
-	}
-	if acked < int64(n.replicas) {
-		return nil, fmt.Errorf("%w: %d of %d replicas acknowledged the write within %dms", ErrReplication, acked, n.replicas, n.waitMs)
-	}
-	return v, nil
 }
 
 // process sends one command. A lone call goes straight to the client, one

@@ -3,6 +3,8 @@ package redislock_test
 import (
 	"context"
 	"errors"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -100,5 +102,92 @@ func TestWaitReplicasKeepsTheLockThroughASentinelFailover(t *testing.T) {
 	waitFor(t, 10*time.Second, "a renewal on the new master", func() bool { return l.Refresh(ctx) == nil })
 	if _, err := c.Obtain(ctx, "replicated", 30*time.Second); !errors.Is(err, redislock.ErrNotObtained) {
 		t.Fatalf("a second Obtain after the failover: %v, want ErrNotObtained (the lock is still held)", err)
+	}
+}
+
+// WaitAllReplicas waits for every replica the master reports online, as
+// many as there are at each write: with two, one that does not answer
+// makes an acquisition fail (a fixed WaitReplicas of 1 lets it through,
+// and a failover could promote that replica without the lock); with one
+// of them gone, the other is enough (a fixed 2 would fail every write
+// until it is back); and once it is back online, it is waited for again.
+func TestWaitAllReplicasFollowsTheReplicasOnline(t *testing.T) {
+	g := redistest.StartSentinelGroup(t, 2, 1)
+	fc := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: g.MasterName, SentinelAddrs: g.SentinelAddrs(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = fc.Close() })
+	client := func(wait int) *redislock.Client {
+		c, err := redislock.New([]redis.UniversalClient{fc}, &redislock.Options{
+			AssumeDurable: true, Identity: "w" + strconv.Itoa(wait), WaitReplicas: wait, NodeTimeout: 500 * time.Millisecond,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	all, one := client(redislock.WaitAllReplicas), client(1)
+	ctx := context.Background()
+	master := redistest.Clients(t, g.Master)[0]
+	online := func(n int) func() bool {
+		return func() bool {
+			info, err := master.Info(ctx, "replication").Result()
+			return err == nil && strings.Count(info, ",state=online,") == n
+		}
+	}
+	obtain := func(c *redislock.Client, name string) error {
+		l, err := c.Obtain(ctx, name, 10*time.Second)
+		if err == nil {
+			return l.Release(ctx)
+		}
+		return err
+	}
+	waitFor(t, 10*time.Second, "both replicas online", online(2))
+	var l *redislock.Lock
+	waitFor(t, 10*time.Second, "an acquisition both replicas acknowledge", func() bool {
+		var err error
+		l, err = all.Obtain(ctx, "both", 10*time.Second)
+		return err == nil
+	})
+	for _, r := range g.Replicas {
+		if get(t, r, lockKey("both")) == "" {
+			t.Fatalf("replica %s lacks a lock that WaitAllReplicas granted", r.Addr)
+		}
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	slow := g.Replicas[1]
+	if err := slow.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	errAll, errOne := obtain(all, "one-paused"), obtain(one, "one-paused-1")
+	if err := slow.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(errAll, redislock.ErrReplication) || !strings.Contains(errAll.Error(), "1 of the 2 online replicas") {
+		t.Fatalf("WaitAllReplicas with one of two replicas paused: %v; want ErrReplication, 1 of the 2 online replicas", errAll)
+	}
+	if errOne != nil {
+		t.Fatalf("WaitReplicas 1 with one of two replicas paused: %v; want it granted", errOne)
+	}
+
+	slow.Kill()
+	waitFor(t, 30*time.Second, "one replica online", online(1))
+	if err := obtain(all, "one-left"); err != nil {
+		t.Fatalf("WaitAllReplicas with one replica left: %v", err)
+	}
+	if err := slow.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the replica online again", online(2))
+	if err := slow.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	err := obtain(all, "back")
+	if rerr := slow.Resume(); rerr != nil {
+		t.Fatal(rerr)
+	}
+	if !errors.Is(err, redislock.ErrReplication) {
+		t.Fatalf("WaitAllReplicas with the returned replica paused: %v; want ErrReplication", err)
 	}
 }

@@ -214,7 +214,7 @@ func runChaos(t *testing.T, name string, deployment func(*testing.T, *chaosRun) 
 	// "acquired" message, may write; counted as four changes more.
 	changes := len(spans) + len(done)
 	for _, f := range done {
-		if f.kind == "failover" {
+		if f.kind == "failover" || f.kind == "fresh-failover" {
 			changes += 4
 		}
 	}
@@ -233,7 +233,7 @@ func runChaos(t *testing.T, name string, deployment func(*testing.T, *chaosRun) 
 		}
 	}
 	for _, f := range done {
-		if f.kind == "restart" || f.kind == "flush" || f.kind == "failover" {
+		if f.kind == "restart" || f.kind == "flush" || f.kind == "failover" || f.kind == "fresh-failover" {
 			reseeds++
 		}
 	}
@@ -292,10 +292,12 @@ func chaosL1Bound(kind string) time.Duration {
 	switch kind {
 	case "restart", "minority":
 		return 2*ttl + 3*time.Second
-	case "failover":
-		// With waitReplicas equal to the replicas (sentinelBackend), no
-		// acquisition or renewal counts until the demoted master has
-		// resynced as a replica of the new one: 15-16s measured.
+	case "failover", "fresh-failover":
+		// Sentinel's own timing (down-after, the election, the
+		// reconfiguration) and then a ttl. With a fixed waitReplicas equal
+		// to the replicas of before, nothing counted until the demoted
+		// master had resynced as a replica of the new one (15-16s
+		// measured); the default counts the replicas online at each write.
 		return 25 * time.Second
 	}
 	return ttl + 2*time.Second
@@ -440,18 +442,28 @@ func (r *chaosRun) addrs() map[string]string {
 	return m
 }
 
+// leader is the candidate that answers 200 on /leader, or nil.
+func (r *chaosRun) leader() *chaosCandidate {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, id := range slices.Sorted(maps.Keys(r.procs)) {
+		if leading(r.procs[id].addr) {
+			return r.procs[id]
+		}
+	}
+	return nil
+}
+
 // pick chooses a target: the leader half of the time, else anyone.
 func (r *chaosRun) pick(rng *rand.Rand) *chaosCandidate {
+	if rng.IntN(2) == 0 {
+		if l := r.leader(); l != nil {
+			return l
+		}
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	ids := slices.Sorted(maps.Keys(r.procs))
-	if rng.IntN(2) == 0 {
-		for _, id := range ids {
-			if leading(r.procs[id].addr) {
-				return r.procs[id]
-			}
-		}
-	}
 	return r.procs[ids[rng.IntN(len(ids))]]
 }
 
@@ -752,21 +764,44 @@ func sentinelBackend(t *testing.T, r *chaosRun) chaosBackend {
 	for _, a := range g.SentinelAddrs() {
 		addrs = append(addrs, fmt.Sprintf("%q", a))
 	}
+	// The product's default: every replica online acknowledges each
+	// acquisition and renewal. Sentinel may promote either, judging by
+	// offsets it read up to 10s ago, so WAIT for one of two (the old
+	// default) let a fresh lock vanish in the failover (3 overlaps in 23
+	// failovers). CHAOS_WAIT_REPLICAS sets spec.redis.waitReplicas instead,
+	// to compare.
+	spec := fmt.Sprintf("    mode: Sentinel\n    masterName: %s\n    addrs: [%s]\n", g.MasterName, strings.Join(addrs, ", "))
+	if v := os.Getenv("CHAOS_WAIT_REPLICAS"); v != "" {
+		if _, err := strconv.Atoi(v); err != nil {
+			t.Fatalf("CHAOS_WAIT_REPLICAS=%q: want a number", v)
+		}
+		spec += "    waitReplicas: " + v + "\n"
+	}
+	failover := func() string {
+		old, promoted, err := g.Failover(context.Background())
+		if err != nil {
+			t.Errorf("Sentinel failover: %v", err)
+			return old
+		}
+		return old + " -> " + promoted
+	}
 	return chaosBackend{
-		// Every replica acknowledges each acquisition and renewal:
-		// Sentinel may promote either, judging by offsets it read up to
-		// 10s ago, so WAIT for one of two let a fresh lock vanish
-		// in the failover (3 overlaps in 23 failovers).
-		spec:  fmt.Sprintf("    mode: Sentinel\n    masterName: %s\n    addrs: [%s]\n    waitReplicas: %d\n", g.MasterName, strings.Join(addrs, ", "), len(g.Replicas)),
+		spec:  spec,
 		nodes: append([]*redisproc.Server{g.Master}, g.Replicas...),
 		faults: map[string]func(*rand.Rand) string{
-			"failover": func(*rand.Rand) string {
-				old, promoted, err := g.Failover(context.Background())
-				if err != nil {
-					t.Errorf("Sentinel failover: %v", err)
-					return old
+			"failover": func(*rand.Rand) string { return failover() },
+			// Where a replica is likeliest to lack the lock: the leader
+			// killed, and the failover forced as soon as another leads.
+			"fresh-failover": func(*rand.Rand) string {
+				before := r.leader()
+				if before != nil {
+					_ = before.Kill()
 				}
-				return old + " -> " + promoted
+				waitUntil(t, 3*faultTiming.lease+10*time.Second, "a new leader to fail over under", func() bool {
+					now := r.leader()
+					return now != nil && now != before
+				})
+				return failover()
 			},
 		},
 	}
