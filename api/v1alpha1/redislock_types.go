@@ -95,7 +95,7 @@ type RedisTLS struct {
 // +kubebuilder:validation:XValidation:rule="self.mode != 'Redlock' || size(self.addrs) % 2 == 1",message="Redlock mode needs an odd number of addrs, so that two majorities always overlap",fieldPath=".addrs"
 // +kubebuilder:validation:XValidation:rule="self.mode == 'Sentinel' ? has(self.masterName) : !has(self.masterName)",message="masterName is required in Sentinel mode and allowed only there",fieldPath=".masterName"
 // +kubebuilder:validation:XValidation:rule="self.mode != 'Cluster' || !has(self.db) || self.db == 0",message="Cluster mode has only db 0",fieldPath=".db"
-// +kubebuilder:validation:XValidation:rule="self.mode == 'Sentinel' || !has(self.waitReplicas)",message="waitReplicas is allowed only in Sentinel mode",fieldPath=".waitReplicas"
+// +kubebuilder:validation:XValidation:rule="self.mode in ['Sentinel', 'Cluster'] || !has(self.waitReplicas)",message="waitReplicas is allowed only in Sentinel and Cluster modes",fieldPath=".waitReplicas"
 // +kubebuilder:validation:XValidation:rule="self.mode == 'Sentinel' || !has(self.sentinelUsernameSecretRef)",message="sentinelUsernameSecretRef is allowed only in Sentinel mode",fieldPath=".sentinelUsernameSecretRef"
 // +kubebuilder:validation:XValidation:rule="self.mode == 'Sentinel' || !has(self.sentinelPasswordSecretRef)",message="sentinelPasswordSecretRef is allowed only in Sentinel mode",fieldPath=".sentinelPasswordSecretRef"
 // +kubebuilder:validation:XValidation:rule="self.mode != 'Sentinel' || !has(self.sentinelUsernameSecretRef) || has(self.sentinelPasswordSecretRef)",message="sentinelUsernameSecretRef needs sentinelPasswordSecretRef: a Sentinel authenticates a user by its password",fieldPath=".sentinelUsernameSecretRef"
@@ -170,8 +170,9 @@ type RedisConnectionSpec struct {
 	NodeTimeout *Duration `json:"nodeTimeout,omitempty"`
 	// waitReplicas is how many of the master's replicas must acknowledge
 	// each acquisition and renewal (Redis WAIT, within nodeTimeout) before
-	// it counts; Sentinel mode only. Unset: every replica the master
-	// reports online at that write, however many there are. A Sentinel
+	// it counts; Sentinel and Cluster modes only (in a Cluster, the
+	// replicas of the master of the lock's slot). Unset: every replica the
+	// master reports online at that write, however many there are. A
 	// failover then promotes a replica that has the lock, so no holder
 	// believes in a key the new master lacks. A number below the replicas
 	// lets Sentinel promote one that lacks a fresh grant (it judges by

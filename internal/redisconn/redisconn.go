@@ -63,7 +63,8 @@ type Config struct {
 	InsecureSkipVerify bool
 	NodeTimeout        time.Duration
 	// WaitReplicas is redislock.Options.WaitReplicas: spec.redis.waitReplicas,
-	// redislock.WaitAllReplicas by default in Sentinel mode, else 0.
+	// redislock.WaitAllReplicas by default in Sentinel and Cluster modes,
+	// else 0.
 	WaitReplicas int
 	// EvictingNodes is the connection's evictingNodes policy. Not part
 	// of Key: it does not change how Redis is reached.
@@ -190,7 +191,7 @@ func resolveConnection(ctx context.Context, r client.Reader, ns, field string, c
 	switch {
 	case c.WaitReplicas != nil:
 		cfg.WaitReplicas = int(*c.WaitReplicas)
-	case cfg.Mode == v1alpha1.ModeSentinel:
+	case cfg.Mode == v1alpha1.ModeSentinel, cfg.Mode == v1alpha1.ModeCluster:
 		cfg.WaitReplicas = redislock.WaitAllReplicas
 	}
 	var err error

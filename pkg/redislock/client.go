@@ -63,8 +63,10 @@ type Options struct {
 	// has the lock, as Sentinel picks the most up-to-date replica it can
 	// reach, so no holder's belief outlives the key. WaitAllReplicas waits
 	// for every replica the node reports online at that write, however
-	// many there are. Default 0: no wait. Not for Cluster clients, whose
-	// pipelines go by key.
+	// many there are. In a Cluster the write and its WAIT go to the master
+	// of the lock's slot, and so does a failover of that master: to its
+	// replicas. Default 0: no wait. Not for Ring clients, whose pipelines
+	// go by key.
 	WaitReplicas int
 
 	// KeyPrefix starts the name of every key and channel of a lock, so
@@ -160,8 +162,8 @@ func New(nodes []redis.UniversalClient, opts *Options) (*Client, error) {
 			return nil, fmt.Errorf("%w: node %d is nil", ErrInvalidOptions, i)
 		}
 		n := newNode(nodeName(i, rc), rc, o.WaitReplicas, o.NodeTimeout)
-		if o.WaitReplicas == WaitAllReplicas && n.sticky == nil {
-			return nil, fmt.Errorf("%w: node %d: WaitAllReplicas needs a client of one server (redis.NewClient, redis.NewFailoverClient), not a %T", ErrInvalidOptions, i, rc)
+		if o.WaitReplicas != 0 && n.sticky == nil && n.cluster == nil {
+			return nil, fmt.Errorf("%w: node %d: WaitReplicas needs a client of one server (redis.NewClient, redis.NewFailoverClient) or a Cluster's, not a %T, whose pipelines go by key", ErrInvalidOptions, i, rc)
 		}
 		c.nodes = append(c.nodes, n)
 		c.all = append(c.all, i)

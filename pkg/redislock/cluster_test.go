@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redislock/redislock/internal/redisproc"
 	"github.com/redislock/redislock/internal/redistest"
 	"github.com/redislock/redislock/pkg/redislock"
 )
@@ -242,4 +243,114 @@ func toAny(ss []string) []any {
 		out[i] = s
 	}
 	return out
+}
+
+// In a Cluster, WaitAllReplicas sends each write and its WAIT to the master
+// of the lock's slot: a grant counts once that master's replica has it,
+// fails while the replica does not answer, and survives a CLUSTER FAILOVER
+// TAKEOVER (a promotion without the master's agreement, the riskiest):
+// the promoted replica has the lock, the holder's renewal follows MOVED to
+// it, another candidate is refused there, and, once the holder stops
+// renewing, that candidate takes the lock after its ttl (after a failover
+// the lock is not left to its old holder alone), with a greater token.
+func TestWaitAllReplicasInACluster(t *testing.T) {
+	cl := redistest.StartReplicatedCluster(t, 3, 1)
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = cc.Close() })
+	ctx := context.Background()
+	client := func(id string) *redislock.Client {
+		c, err := redislock.New([]redis.UniversalClient{cc}, &redislock.Options{
+			AssumeDurable: true, Identity: id, WaitReplicas: redislock.WaitAllReplicas, NodeTimeout: 500 * time.Millisecond,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	a, b := client("a"), client("b")
+	const name, ttl = "replicated", 3 * time.Second
+	key := lockKey(name)
+	slot, err := cc.ClusterKeySlot(ctx, key).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The master of the lock's slot and its replica, once gossip has told
+	// every node of the replica.
+	var master, replica *redisproc.Server
+	waitFor(t, 10*time.Second, "the slot's master and replica in CLUSTER SLOTS", func() bool {
+		slots, err := cc.ClusterSlots(ctx).Result()
+		if err != nil {
+			return false
+		}
+		for _, r := range slots {
+			if int64(r.Start) <= slot && slot <= int64(r.End) && len(r.Nodes) == 2 {
+				for _, s := range cl.Servers {
+					switch s.Addr {
+					case r.Nodes[0].Addr:
+						master = s
+					case r.Nodes[1].Addr:
+						replica = s
+					}
+				}
+			}
+		}
+		return master != nil && replica != nil
+	})
+	onReplica := func() string {
+		t.Helper()
+		c := redistest.Clients(t, replica)[0].(*redis.Client).Conn()
+		defer func() { _ = c.Close() }()
+		if err := c.ReadOnly(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		v, err := c.Get(ctx, key).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			t.Fatal(err)
+		}
+		return v
+	}
+
+	if err := replica.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = a.Obtain(ctx, name, ttl)
+	if rerr := replica.Resume(); rerr != nil {
+		t.Fatal(rerr)
+	}
+	if !errors.Is(err, redislock.ErrReplication) || !strings.Contains(err.Error(), "0 of the 1 online replicas") {
+		t.Fatalf("a grant the slot's replica does not acknowledge: %v; want ErrReplication, 0 of the 1 online replicas", err)
+	}
+	waitFor(t, 10*time.Second, "the unreplicated grant given back", func() bool { return get(t, master, key) == "" })
+	var l *redislock.Lock
+	waitFor(t, 10*time.Second, "a grant the replica acknowledges", func() bool {
+		l, err = a.Obtain(ctx, name, ttl)
+		return err == nil
+	})
+	if onReplica() == "" {
+		t.Fatal("the replica lacks a grant WaitAllReplicas counted")
+	}
+
+	if err := redistest.Clients(t, replica)[0].Do(ctx, "cluster", "failover", "takeover").Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the old master to follow the promoted replica", func() bool {
+		info, err := redistest.Clients(t, master)[0].Info(ctx, "replication").Result()
+		return err == nil && strings.Contains(info, "role:slave")
+	})
+	if v := get(t, replica, key); v == "" {
+		t.Fatal("the promoted replica lacks the lock")
+	}
+	waitFor(t, 10*time.Second, "a renewal on the promoted replica", func() bool { return l.Refresh(ctx) == nil })
+	if _, err := b.Obtain(ctx, name, ttl); err == nil {
+		t.Fatal("b obtained the lock a holds, after the failover")
+	}
+	// a stops renewing: b takes the lock once a's ttl has passed.
+	var next *redislock.Lock
+	waitFor(t, 3*ttl+10*time.Second, "b to take the lock a stopped renewing", func() bool {
+		next, err = b.Obtain(ctx, name, ttl)
+		return err == nil
+	})
+	if next.Fence() <= l.Fence() {
+		t.Fatalf("b's token %d after the failover is not above a's %d (S3)", next.Fence(), l.Fence())
+	}
 }

@@ -196,12 +196,12 @@ func TestInvalidInputIsRejected(t *testing.T) {
 			_, err := redislock.New(one, &redislock.Options{WaitReplicas: -2})
 			return err
 		}, "WaitReplicas -2 is negative, and not WaitAllReplicas (-1)"},
-		{"wait for all replicas of a Cluster", func() error {
-			cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}})
-			defer func() { _ = cc.Close() }()
-			_, err := redislock.New([]redis.UniversalClient{cc}, &redislock.Options{WaitReplicas: redislock.WaitAllReplicas})
+		{"wait for the replicas of a Ring", func() error {
+			ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}})
+			defer func() { _ = ring.Close() }()
+			_, err := redislock.New([]redis.UniversalClient{ring}, &redislock.Options{WaitReplicas: redislock.WaitAllReplicas})
 			return err
-		}, "node 0: WaitAllReplicas needs a client of one server (redis.NewClient, redis.NewFailoverClient), not a *redis.ClusterClient"},
+		}, "node 0: WaitReplicas needs a client of one server (redis.NewClient, redis.NewFailoverClient) or a Cluster's, not a *redis.Ring, whose pipelines go by key"},
 		{"control character in identity", func() error {
 			_, err := redislock.New(one, &redislock.Options{AssumeDurable: true, Identity: "a\nb"})
 			return err

@@ -25,16 +25,19 @@ type node struct {
 	inflight atomic.Int32
 	// replicas is Options.WaitReplicas, and waitMs the WAIT timeout.
 	replicas, waitMs int
-	// sticky is client's source of dedicated connections, with
-	// WaitAllReplicas; online is the number of replicas it last reported
-	// online (see replication.go).
-	sticky interface{ Conn() *redis.Conn }
-	online atomic.Int32
+	// sticky is client's source of dedicated connections when it is a
+	// client of one server, cluster the client when it is a Cluster's:
+	// where a write and its WAIT go (see replication.go). online is the
+	// number of replicas last reported online, with WaitAllReplicas.
+	sticky  interface{ Conn() *redis.Conn }
+	cluster *redis.ClusterClient
+	online  atomic.Int32
 }
 
 func newNode(name string, rc redis.UniversalClient, replicas int, timeout time.Duration) *node {
 	n := &node{name: name, client: rc, replicas: replicas, waitMs: max(1, int(timeout.Milliseconds()/2))}
 	n.sticky, _ = rc.(interface{ Conn() *redis.Conn })
+	n.cluster, _ = rc.(*redis.ClusterClient)
 	if ap, err := rc.AutoPipeline(); err == nil {
 		n.pipe = ap
 	}
@@ -52,12 +55,8 @@ func newNode(name string, rc redis.UniversalClient, replicas int, timeout time.D
 // EVAL, which also loads it for the next EVALSHA.
 func (n *node) eval(ctx context.Context, s *script, args []any) (any, error) {
 	send := n.process
-	switch {
-	case !s.writes:
-	case n.replicas > 0:
+	if s.writes && n.replicas != 0 {
 		send = n.processAndWait
-	case n.replicas == WaitAllReplicas:
-		send = n.processAndWaitAll
 	}
 	v, err := send(ctx, args)
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {

@@ -4,62 +4,118 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 )
 
 // WaitAllReplicas, as Options.WaitReplicas, makes every acquire, renew
-// and fencing write wait until every replica that its node reports online
-// (INFO replication, read in the same round trip as the write) has
-// acknowledged it. Unlike a fixed count, it follows the replicas there
-// are: after a failover the new master has one replica fewer until the old
-// master rejoins, and a fixed count equal to the replicas of before would
-// fail every write until then. A replica still in its first sync (not yet
-// online) is not waited for. It needs clients of one server
-// (redis.NewClient, redis.NewFailoverClient), not Cluster clients.
+// and fencing write wait until every replica that its node (in a Cluster,
+// the master of the lock's slot) reports online, in INFO replication read
+// in the same round trip as the write, has acknowledged it. Unlike a fixed
+// count, it follows the replicas there are: after a failover the new
+// master has one replica fewer until the old master rejoins, and a fixed
+// count equal to the replicas of before would fail every write until
+// then. A replica still in its first sync (not yet online) is not waited
+// for.
 const WaitAllReplicas = -1
 
-// processAndWait sends one command and a WAIT for n.replicas replicas on
-// one connection (WAIT covers that connection's writes), in one round
-// trip. Too few acknowledgements within half the node timeout (the other
-// half is for the round trip) make the call fail.
+// processAndWait sends one command and a WAIT on one connection (WAIT
+// covers that connection's writes), in one round trip, to the node's
+// server or, in a Cluster, to the master of the command's first key,
+// following a MOVED or an ASK there. Too few acknowledgements within half
+// the node timeout (the other half is for the round trip) make the call
+// fail.
 func (n *node) processAndWait(ctx context.Context, args []any) (any, error) {
-	cmd := redis.NewCmd(ctx, args...)
-	cmd.SetFirstKeyPos(3)
-	wait := redis.NewIntCmd(ctx, "wait", n.replicas, n.waitMs)
-	_, _ = n.client.Pipelined(ctx, func(p redis.Pipeliner) error {
-		_ = p.Process(ctx, cmd)
-		return p.Process(ctx, wait)
-	})
-	v, err := cmd.Result()
-	if err != nil {
-		return v, err
+	var (
+		addr   string // where a MOVED or an ASK sent the call
+		asking bool
+		v      any
+		err    error
+	)
+	for range 3 { // the slot's master, then at most two redirections
+		var conn *redis.Conn
+		if conn, err = n.waitConn(ctx, keyArg(args[3]), addr); err != nil {
+			return nil, err
+		}
+		v, err = n.writeAndWait(ctx, conn, args, asking)
+		_ = conn.Close()
+		if n.cluster == nil || err == nil {
+			return v, err
+		}
+		moved, isMoved := redis.IsMovedError(err)
+		ask, isAsk := redis.IsAskError(err)
+		switch {
+		case isMoved:
+			n.cluster.ReloadState(ctx)
+			addr, asking = moved, false
+		case isAsk:
+			addr, asking = ask, true
+		default:
+			// A master that is gone or no longer one: the next call
+			// asks the Cluster anew.
+			if !strings.HasPrefix(err.Error(), "ERR") {
+				n.cluster.ReloadState(ctx)
+			}
+			return v, err
+		}
 	}
-	acked, err := wait.Result()
-	if err != nil {
-		return nil, fmt.Errorf("wait for replicas: %w", err)
-	}
-	if acked < int64(n.replicas) {
-		return nil, fmt.Errorf("%w: %d of %d replicas acknowledged the write within %dms", ErrReplication, acked, n.replicas, n.waitMs)
-	}
-	return v, nil
+	return v, err
 }
 
-// processAndWaitAll sends INFO replication, one command and a WAIT for
-// the replicas online at the last write, on one connection, in one round
-// trip; if INFO reports more replicas online than that WAIT asked for (one
-// came online) and fewer acknowledged, a second WAIT asks for all of them. Too few
-// acknowledgements within half the node timeout make the call fail.
-func (n *node) processAndWaitAll(ctx context.Context, args []any) (any, error) {
-	conn := n.sticky.Conn()
-	defer func() { _ = conn.Close() }()
+// waitConn returns a dedicated connection to the node's server or, in a
+// Cluster, to the master at addr or ("") the master of key's slot.
+func (n *node) waitConn(ctx context.Context, key, addr string) (*redis.Conn, error) {
+	if n.cluster == nil {
+		return n.sticky.Conn(), nil
+	}
+	if addr == "" {
+		c, err := n.cluster.MasterForKey(ctx, key)
+		if err != nil {
+			return nil, fmt.Errorf("find the master of %s: %w", key, err)
+		}
+		return c.Conn(), nil
+	}
+	var (
+		mu    sync.Mutex
+		found *redis.Client
+	)
+	_ = n.cluster.ForEachShard(ctx, func(_ context.Context, c *redis.Client) error {
+		if c.Options().Addr == addr {
+			mu.Lock()
+			found = c
+			mu.Unlock()
+		}
+		return nil
+	})
+	if found == nil {
+		return nil, fmt.Errorf("redirected to %s, which the Cluster client does not know", addr)
+	}
+	return found.Conn(), nil
+}
+
+// writeAndWait sends, on conn, ASKING if asking, INFO replication for
+// WaitAllReplicas, the command and a WAIT: for n.replicas, or for the
+// replicas online at the last write; if INFO reports more online than that
+// WAIT asked for (one came online) and fewer acknowledged, a second WAIT
+// asks for all of them.
+func (n *node) writeAndWait(ctx context.Context, conn *redis.Conn, args []any, asking bool) (any, error) {
+	all := n.replicas == WaitAllReplicas
+	asked := int64(n.replicas)
+	if all {
+		asked = int64(n.online.Load())
+	}
 	info := redis.NewStringCmd(ctx, "info", "replication")
 	cmd := redis.NewCmd(ctx, args...)
 	cmd.SetFirstKeyPos(3)
-	asked := int64(n.online.Load())
 	wait := redis.NewIntCmd(ctx, "wait", asked, n.waitMs)
 	_, _ = conn.Pipelined(ctx, func(p redis.Pipeliner) error {
-		_ = p.Process(ctx, info)
+		if asking {
+			_ = p.Process(ctx, redis.NewStatusCmd(ctx, "asking"))
+		}
+		if all {
+			_ = p.Process(ctx, info)
+		}
 		_ = p.Process(ctx, cmd)
 		return p.Process(ctx, wait)
 	})
@@ -67,21 +123,24 @@ func (n *node) processAndWaitAll(ctx context.Context, args []any) (any, error) {
 	if err != nil {
 		return v, err
 	}
-	text, err := info.Result()
-	if err != nil {
-		return nil, fmt.Errorf("count the online replicas: %w", err)
+	want, online := asked, ""
+	if all {
+		text, err := info.Result()
+		if err != nil {
+			return nil, fmt.Errorf("count the online replicas: %w", err)
+		}
+		want, online = int64(onlineReplicas(text)), " online"
+		n.online.Store(int32(want))
 	}
-	online := onlineReplicas(text)
-	n.online.Store(int32(online))
 	acked, err := wait.Result()
-	if err == nil && acked < int64(online) && asked < int64(online) {
-		acked, err = conn.Do(ctx, "wait", online, n.waitMs).Int64()
+	if err == nil && acked < want && asked < want {
+		acked, err = conn.Do(ctx, "wait", want, n.waitMs).Int64()
 	}
 	if err != nil {
 		return nil, fmt.Errorf("wait for replicas: %w", err)
 	}
-	if acked < int64(online) {
-		return nil, fmt.Errorf("%w: %d of the %d online replicas acknowledged the write within %dms", ErrReplication, acked, online, n.waitMs)
+	if acked < want {
+		return nil, fmt.Errorf("%w: %d of the %d%s replicas acknowledged the write within %dms", ErrReplication, acked, want, online, n.waitMs)
 	}
 	return v, nil
 }
@@ -96,4 +155,16 @@ func onlineReplicas(info string) int {
 		}
 	}
 	return n
+}
+
+// keyArg is a script call's key argument, which the Lock passes by
+// pointer.
+func keyArg(a any) string {
+	switch k := a.(type) {
+	case *string:
+		return *k
+	case string:
+		return k
+	}
+	return fmt.Sprint(a)
 }

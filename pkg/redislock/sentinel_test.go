@@ -49,7 +49,8 @@ func TestLockThroughSentinel(t *testing.T) {
 // With WaitReplicas, an acquisition counts only once a replica has it: one
 // that no replica acknowledges fails (and is given back), and a lock that
 // was granted survives the master's death and the Sentinel failover, so
-// its holder's belief never outlives the key.
+// its holder's belief never outlives the key; a lock whose holder stopped
+// renewing is free again after its ttl, for any candidate.
 func TestWaitReplicasKeepsTheLockThroughASentinelFailover(t *testing.T) {
 	g := redistest.StartSentinelGroup(t, 2, 1)
 	fc := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: g.MasterName, SentinelAddrs: g.SentinelAddrs(), ContextTimeoutEnabled: true})
@@ -89,6 +90,10 @@ func TestWaitReplicasKeepsTheLockThroughASentinelFailover(t *testing.T) {
 		l, err = c.Obtain(ctx, "replicated", 30*time.Second)
 		return err == nil
 	})
+	short, err := c.Obtain(ctx, "short", 3*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
 	old := g.Master.Addr
 	g.Master.Kill()
 	var promoted string
@@ -102,6 +107,22 @@ func TestWaitReplicasKeepsTheLockThroughASentinelFailover(t *testing.T) {
 	waitFor(t, 10*time.Second, "a renewal on the new master", func() bool { return l.Refresh(ctx) == nil })
 	if _, err := c.Obtain(ctx, "replicated", 30*time.Second); !errors.Is(err, redislock.ErrNotObtained) {
 		t.Fatalf("a second Obtain after the failover: %v, want ErrNotObtained (the lock is still held)", err)
+	}
+	// A lock whose holder stopped renewing is free again after its ttl,
+	// for another candidate too, on the new master.
+	other, err := redislock.New([]redis.UniversalClient{fc}, &redislock.Options{
+		AssumeDurable: true, Identity: "other", WaitReplicas: 1, NodeTimeout: 500 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var next *redislock.Lock
+	waitFor(t, 20*time.Second, "another candidate to take the lock its holder stopped renewing", func() bool {
+		next, err = other.Obtain(ctx, "short", 3*time.Second)
+		return err == nil
+	})
+	if next.Fence() <= short.Fence() {
+		t.Fatalf("the token %d after the failover is not above %d (S3)", next.Fence(), short.Fence())
 	}
 }
 
