@@ -3,6 +3,9 @@ package redislock_test
 import (
 	"context"
 	"errors"
+	"net"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -277,18 +280,22 @@ func TestWaitAllReplicasInACluster(t *testing.T) {
 	// The master of the lock's slot and its replica, once gossip has told
 	// every node of the replica.
 	var master, replica *redisproc.Server
-	waitFor(t, 10*time.Second, "the slot's master and replica in CLUSTER SLOTS", func() bool {
-		slots, err := cc.ClusterSlots(ctx).Result()
+	waitFor(t, 10*time.Second, "the slot's master and an online replica in CLUSTER SHARDS", func() bool {
+		shards, err := cc.ClusterShards(ctx).Result()
 		if err != nil {
 			return false
 		}
-		for _, r := range slots {
-			if int64(r.Start) <= slot && slot <= int64(r.End) && len(r.Nodes) == 2 {
+		for _, sh := range shards {
+			if !slices.ContainsFunc(sh.Slots, func(r redis.SlotRange) bool { return r.Start <= slot && slot <= r.End }) {
+				continue
+			}
+			for _, n := range sh.Nodes {
 				for _, s := range cl.Servers {
-					switch s.Addr {
-					case r.Nodes[0].Addr:
+					switch {
+					case s.Addr != net.JoinHostPort(n.IP, strconv.FormatInt(n.Port, 10)):
+					case n.Role == "master":
 						master = s
-					case r.Nodes[1].Addr:
+					case n.Health == "online":
 						replica = s
 					}
 				}

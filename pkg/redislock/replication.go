@@ -9,7 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// WaitAllReplicas, as Options.WaitReplicas, makes every acquire, renew
+// WaitAllReplicas is the Options.WaitReplicas that makes every acquire, renew
 // and fencing write wait until every replica that its node (in a Cluster,
 // the master of the lock's slot) reports online, in INFO replication read
 // in the same round trip as the write, has acknowledged it. Unlike a fixed
