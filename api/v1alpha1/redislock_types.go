@@ -171,8 +171,8 @@ type RedisConnectionSpec struct {
 	// waitReplicas is how many of the master's replicas must acknowledge
 	// each acquisition and renewal (Redis WAIT, within nodeTimeout) before
 	// it counts; Sentinel and Cluster modes only (in a Cluster, the
-	// replicas of the master of the lock's slot). Unset: every replica the
-	// master reports online at that write, however many there are. A
+	// replicas of the master of the lock's slot). Unset: every replica
+	// connected to the master at that write, however many there are. A
 	// failover then promotes a replica that has the lock, so no holder
 	// believes in a key the new master lacks. A number below the replicas
 	// lets Sentinel promote one that lacks a fresh grant (it judges by

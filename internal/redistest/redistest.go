@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os/exec"
 	"sort"
 	"strconv"
 	"strings"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/redislock/redislock/internal/proc"
 	"github.com/redislock/redislock/internal/redisproc"
 )
 
@@ -83,113 +81,6 @@ func pollUntil(ctx context.Context, within time.Duration, cond func(context.Cont
 // stateTimeout bounds each command that reads a server's state for a
 // failure message, so that a hung server cannot hang the report of it.
 const stateTimeout = 2 * time.Second
-
-// StartCluster starts a Redis Cluster of n masters without replicas and
-// returns their addresses.
-func StartCluster(t testing.TB, n int) []string {
-	t.Helper()
-	return StartReplicatedCluster(t, n, 0).Addrs
-}
-
-// Cluster is a Redis Cluster of real servers.
-type Cluster struct {
-	// Servers are its nodes, masters and replicas as redis-cli --cluster
-	// create assigned them, and Addrs their addresses.
-	Servers []*redisproc.Server
-	Addrs   []string
-}
-
-// StartReplicatedCluster starts a Redis Cluster of masters, each with
-// replicas replicas, every node started with args too (such as a shorter
-// --cluster-node-timeout), with redis-cli --cluster create, and returns
-// once every node sees every slot served and every master has its
-// replicas online. Within cluster-node-timeout every node has pinged every
-// other (it pings any peer it has not heard from for half of it), so the
-// nodes agree within that; the whole start may take twice that on a loaded
-// machine, and the replicas' first sync some seconds more. A failure shows
-// each node's CLUSTER INFO and CLUSTER NODES.
-func StartReplicatedCluster(t testing.TB, masters, replicas int, args ...string) *Cluster {
-	t.Helper()
-	c := &Cluster{}
-	for range masters * (1 + replicas) {
-		// The bus port defaults to the port plus 10000, which no one
-		// checked was free (another test's server had it once).
-		bus, err := proc.FreePort()
-		if err != nil {
-			t.Fatal(err)
-		}
-		s := Start(t, redisproc.Options{Args: append([]string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-port", strconv.Itoa(bus)}, args...)})
-		c.Servers = append(c.Servers, s)
-		c.Addrs = append(c.Addrs, s.Addr)
-	}
-	addrs := c.Addrs
-	nodeTimeout, err := clusterNodeTimeout(addrs[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	within := 2*nodeTimeout + 10*time.Second
-	ctx, cancel := context.WithTimeout(context.Background(), within)
-	defer cancel()
-	create := append([]string{"--cluster", "create"}, addrs...)
-	create = append(create, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
-	if out, err := exec.CommandContext(ctx, "redis-cli", create...).CombinedOutput(); err != nil {
-		t.Fatalf("redis-cli --cluster create (within %v): %v\n%s\n%s", within, err, out, clusterState(addrs))
-	}
-	clients := make([]*redis.Client, len(addrs))
-	for i, a := range addrs {
-		clients[i] = redis.NewClient(&redis.Options{Addr: a, ContextTimeoutEnabled: true})
-		defer func() { _ = clients[i].Close() }()
-	}
-	err = pollUntil(ctx, within, func(ctx context.Context) (bool, error) {
-		for _, c := range clients {
-			info, err := c.ClusterInfo(ctx).Result()
-			if err != nil || !strings.Contains(info, "cluster_state:ok") {
-				return false, nil
-			}
-			repl, err := c.Info(ctx, "replication").Result()
-			if err != nil {
-				return false, nil
-			}
-			if strings.Contains(repl, "role:master") && strings.Count(repl, ",state=online,") < replicas {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
-	if err != nil {
-		t.Fatalf("Redis Cluster not ok, or its replicas not online, within %v (twice cluster-node-timeout, and 10s): %v\n%s", within, err, clusterState(addrs))
-	}
-	return c
-}
-
-// clusterNodeTimeout reads cluster-node-timeout from the node at addr.
-func clusterNodeTimeout(addr string) (time.Duration, error) {
-	c := redis.NewClient(&redis.Options{Addr: addr})
-	defer func() { _ = c.Close() }()
-	ctx, cancel := context.WithTimeout(context.Background(), stateTimeout)
-	defer cancel()
-	cfg, err := c.ConfigGet(ctx, "cluster-node-timeout").Result()
-	if err != nil {
-		return 0, fmt.Errorf("CONFIG GET cluster-node-timeout on %s: %w", addr, err)
-	}
-	return millis(cfg, "cluster-node-timeout")
-}
-
-// clusterState is each node's own view of the cluster, for a failure
-// message.
-func clusterState(addrs []string) string {
-	var b strings.Builder
-	for _, a := range addrs {
-		c := redis.NewClient(&redis.Options{Addr: a, ContextTimeoutEnabled: true})
-		ctx, cancel := context.WithTimeout(context.Background(), stateTimeout)
-		info, err := c.ClusterInfo(ctx).Result()
-		nodes, nerr := c.ClusterNodes(ctx).Result()
-		cancel()
-		_ = c.Close()
-		fmt.Fprintf(&b, "node %s:\n  CLUSTER INFO: %s\n  CLUSTER NODES:\n%s", a, oneLine(info, err), indent(nodes, nerr))
-	}
-	return b.String()
-}
 
 // WaitUp waits until every server has been up for at least d, as the lock
 // engine's restart guard judges it (uptime_in_seconds, a difference of

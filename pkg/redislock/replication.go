@@ -10,14 +10,15 @@ import (
 )
 
 // WaitAllReplicas is the Options.WaitReplicas that makes every acquire, renew
-// and fencing write wait until every replica that its node (in a Cluster,
-// the master of the lock's slot) reports online, in INFO replication read
-// in the same round trip as the write, has acknowledged it. Unlike a fixed
-// count, it follows the replicas there are: after a failover the new
+// and fencing write wait until every replica connected to its node (in a
+// Cluster, the master of the lock's slot), as INFO replication read in the
+// same round trip as the write lists them, has acknowledged it. Unlike a
+// fixed count, it follows the replicas there are: after a failover the new
 // master has one replica fewer until the old master rejoins, and a fixed
 // count equal to the replicas of before would fail every write until
-// then. A replica still in its first sync (not yet online) is not waited
-// for.
+// then. A replica still in its sync is waited for too (writes fail until
+// it is done): Sentinel and Cluster may promote it, and one not waited for
+// lost grants and fencing counts in the chaos run.
 const WaitAllReplicas = -1
 
 // processAndWait sends one command and a WAIT on one connection (WAIT
@@ -96,14 +97,14 @@ func (n *node) waitConn(ctx context.Context, key, addr string) (*redis.Conn, err
 
 // writeAndWait sends, on conn, ASKING if asking, INFO replication for
 // WaitAllReplicas, the command and a WAIT: for n.replicas, or for the
-// replicas online at the last write; if INFO reports more online than that
-// WAIT asked for (one came online) and fewer acknowledged, a second WAIT
-// asks for all of them.
+// replicas connected at the last write; if INFO lists more than that WAIT
+// asked for (one connected) and fewer acknowledged, a second WAIT asks for
+// all of them.
 func (n *node) writeAndWait(ctx context.Context, conn *redis.Conn, args []any, asking bool) (any, error) {
 	all := n.replicas == WaitAllReplicas
 	asked := int64(n.replicas)
 	if all {
-		asked = int64(n.online.Load())
+		asked = int64(n.connected.Load())
 	}
 	info := redis.NewStringCmd(ctx, "info", "replication")
 	cmd := redis.NewCmd(ctx, args...)
@@ -123,14 +124,14 @@ func (n *node) writeAndWait(ctx context.Context, conn *redis.Conn, args []any, a
 	if err != nil {
 		return v, err
 	}
-	want, online := asked, ""
+	want, which := asked, ""
 	if all {
 		text, err := info.Result()
 		if err != nil {
-			return nil, fmt.Errorf("count the online replicas: %w", err)
+			return nil, fmt.Errorf("count the connected replicas: %w", err)
 		}
-		want, online = int64(onlineReplicas(text)), " online"
-		n.online.Store(int32(want))
+		want, which = int64(connectedReplicas(text)), " connected"
+		n.connected.Store(int32(want))
 	}
 	acked, err := wait.Result()
 	if err == nil && acked < want && asked < want {
@@ -140,17 +141,18 @@ func (n *node) writeAndWait(ctx context.Context, conn *redis.Conn, args []any, a
 		return nil, fmt.Errorf("wait for replicas: %w", err)
 	}
 	if acked < want {
-		return nil, fmt.Errorf("%w: %d of the %d%s replicas acknowledged the write within %dms", ErrReplication, acked, want, online, n.waitMs)
+		return nil, fmt.Errorf("%w: %d of the %d%s replicas acknowledged the write within %dms", ErrReplication, acked, want, which, n.waitMs)
 	}
 	return v, nil
 }
 
-// onlineReplicas counts the replicas that INFO replication reports
-// online ("slave0:ip=...,port=...,state=online,...").
-func onlineReplicas(info string) int {
+// connectedReplicas counts the replicas that INFO replication lists
+// ("slave0:ip=...,port=...,state=online,..."), in any state: online, or
+// waiting for or receiving its sync.
+func connectedReplicas(info string) int {
 	n := 0
 	for line := range strings.Lines(info) {
-		if strings.HasPrefix(line, "slave") && strings.Contains(line, ",state=online,") {
+		if strings.HasPrefix(line, "slave") && strings.Contains(line, ":ip=") {
 			n++
 		}
 	}

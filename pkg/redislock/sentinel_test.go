@@ -126,7 +126,7 @@ func TestWaitReplicasKeepsTheLockThroughASentinelFailover(t *testing.T) {
 	}
 }
 
-// WaitAllReplicas waits for every replica the master reports online, as
+// WaitAllReplicas waits for every replica connected to the master, as
 // many as there are at each write: with two, one that does not answer
 // makes an acquisition fail (a fixed WaitReplicas of 1 lets it through,
 // and a failover could promote that replica without the lock); with one
@@ -185,8 +185,8 @@ func TestWaitAllReplicasFollowsTheReplicasOnline(t *testing.T) {
 	if err := slow.Resume(); err != nil {
 		t.Fatal(err)
 	}
-	if !errors.Is(errAll, redislock.ErrReplication) || !strings.Contains(errAll.Error(), "1 of the 2 online replicas") {
-		t.Fatalf("WaitAllReplicas with one of two replicas paused: %v; want ErrReplication, 1 of the 2 online replicas", errAll)
+	if !errors.Is(errAll, redislock.ErrReplication) || !strings.Contains(errAll.Error(), "1 of the 2 connected replicas") {
+		t.Fatalf("WaitAllReplicas with one of two replicas paused: %v; want ErrReplication, 1 of the 2 connected replicas", errAll)
 	}
 	if errOne != nil {
 		t.Fatalf("WaitReplicas 1 with one of two replicas paused: %v; want it granted", errOne)

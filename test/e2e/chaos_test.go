@@ -30,8 +30,9 @@ import (
 // TestChaos attacks one lock and its five candidates (three agents, two
 // replicas of the sample operator with the plugin) with random faults for
 // CHAOS_DURATION per Redis deployment (default 40s; longer runs: `make
-// chaos`), against a single Redis, Redlock on five nodes, and Sentinel
-// (one master, two replicas, three Sentinels). A checker outside the
+// chaos`), against a single Redis, Redlock on five nodes, Sentinel (one
+// master, two replicas, three Sentinels) and a Redis Cluster (three
+// masters, a replica each). A checker outside the
 // candidates samples every candidate's belief every 5ms and rebuilds their
 // terms; it must find no overlap (S1), no fencing token that is not above
 // every earlier one (S3), and a leader back within a bound after each
@@ -56,10 +57,10 @@ func TestChaos(t *testing.T) {
 	t.Logf("CHAOS_SEED=%d CHAOS_DURATION=%v", seed, window)
 	bins := chaosBinaries{redislock: goBuild(t, "."), operator: goBuild(t, "./test/e2e/sampleoperator")}
 	var rows []string
-	for i, deployment := range []func(*testing.T, *chaosRun) chaosBackend{singleBackend, redlockBackend, sentinelBackend} {
+	for i, deployment := range []func(*testing.T, *chaosRun) chaosBackend{singleBackend, redlockBackend, sentinelBackend, clusterBackend} {
 		rng := rand.New(rand.NewPCG(seed, uint64(i)))
 		var row string
-		name := []string{"single", "redlock5", "sentinel"}[i]
+		name := []string{"single", "redlock5", "sentinel", "cluster"}[i]
 		t.Run(name, func(t *testing.T) { row = runChaos(t, name, deployment, bins, window, rng) })
 		rows = append(rows, row)
 	}
@@ -214,7 +215,7 @@ func runChaos(t *testing.T, name string, deployment func(*testing.T, *chaosRun) 
 	// "acquired" message, may write; counted as four changes more.
 	changes := len(spans) + len(done)
 	for _, f := range done {
-		if f.kind == "failover" || f.kind == "fresh-failover" {
+		if failoverKinds[f.kind] {
 			changes += 4
 		}
 	}
@@ -233,7 +234,7 @@ func runChaos(t *testing.T, name string, deployment func(*testing.T, *chaosRun) 
 		}
 	}
 	for _, f := range done {
-		if f.kind == "restart" || f.kind == "flush" || f.kind == "failover" || f.kind == "fresh-failover" {
+		if f.kind == "restart" || f.kind == "flush" || failoverKinds[f.kind] {
 			reseeds++
 		}
 	}
@@ -282,22 +283,33 @@ func runChaos(t *testing.T, name string, deployment func(*testing.T, *chaosRun) 
 		idle.maxScriptsPerSecond(), run.maxScriptsPerSecond(), median, run.writesPerMinute, strings.Join(l1, ", "))
 }
 
+// failoverKinds are the faults that move the lock to another server of
+// the deployment: a Sentinel or Cluster failover, a slot migration. Until
+// the new master's replicas acknowledge again, refused acquisitions show
+// their holder for an instant, and a promoted replica may restart a
+// counter it had not received.
+var failoverKinds = map[string]bool{
+	"failover": true, "fresh-failover": true, "master-kill": true, "master-pause": true,
+	"failover-force": true, "takeover": true, "fresh-takeover": true, "migrate": true,
+}
+
 // chaosL1Bound is the longest time with no leader a fault of kind may
 // cause with the chaos timing (ttl 2s). A lost leader's key expires a ttl
 // after its last renewal; a restarted node grants nothing for a ttl (plus a
-// second of uptime rounding); a Sentinel failover also waits for the
-// replicas to follow the new master.
+// second of uptime rounding); a failover also waits for the replicas to
+// follow the new master.
 func chaosL1Bound(kind string) time.Duration {
 	ttl := faultTiming.lease
-	switch kind {
-	case "restart", "minority":
+	switch {
+	case kind == "restart", kind == "minority":
 		return 2*ttl + 3*time.Second
-	case "failover", "fresh-failover":
-		// Sentinel's own timing (down-after, the election, the
-		// reconfiguration) and then a ttl. With a fixed waitReplicas equal
-		// to the replicas of before, nothing counted until the demoted
-		// master had resynced as a replica of the new one (15-16s
-		// measured); the default counts the replicas online at each write.
+	case failoverKinds[kind]:
+		// Sentinel's or the Cluster's own timing (noticing the master
+		// down, the election, the reconfiguration) and then a ttl. With a
+		// fixed waitReplicas equal to the replicas of before, nothing
+		// counted until the demoted master had resynced as a replica of
+		// the new one (15-16s measured); the default counts the replicas
+		// online at each write.
 		return 25 * time.Second
 	}
 	return ttl + 2*time.Second
@@ -810,5 +822,150 @@ func sentinelBackend(t *testing.T, r *chaosRun) chaosBackend {
 func restartRedis(t *testing.T, s *redisproc.Server) {
 	if err := s.Restart(); err != nil {
 		t.Errorf("restart %s: %v", s.Addr, err)
+	}
+}
+
+// clusterBackend is a Redis Cluster of three masters with a replica each
+// (a node timeout of 1.5s, so that a master's death is noticed soon), the
+// lock on whichever master serves its slot. Its faults aim at that slot:
+// the master killed (and restarted empty, as a replica) or paused, each
+// failing over on its own; CLUSTER FAILOVER, FORCE and TAKEOVER on its
+// replica, also right after a fresh grant; the slot migrated to another
+// master and back while candidates run; and the master restarted without
+// persistence before anyone notices.
+func clusterBackend(t *testing.T, r *chaosRun) chaosBackend {
+	cl := redistest.StartReplicatedCluster(t, 3, 1, "--cluster-node-timeout", "1500")
+	key := "redislock:{" + lockIn(t, r.ns) + "/chaos}"
+	seed := cl.Servers[0].Client()
+	t.Cleanup(func() { _ = seed.Close() })
+	slot, err := seed.ClusterKeySlot(context.Background(), key).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	shard := func(not string) redistest.Shard {
+		sh, err := cl.WaitHealthy(ctx, slot, not, 1)
+		if err != nil {
+			t.Error(err)
+		}
+		return sh
+	}
+	// failover promotes the slot's replica with CLUSTER FAILOVER and how
+	// ("", FORCE or TAKEOVER).
+	failover := func(how string) string {
+		sh := shard("")
+		if sh.Master == nil || len(sh.Replicas) == 0 {
+			return "none"
+		}
+		c := sh.Replicas[0].Client()
+		defer func() { _ = c.Close() }()
+		args := []any{"cluster", "failover"}
+		if how != "" {
+			args = append(args, how)
+		}
+		if err := c.Do(ctx, args...).Err(); err != nil {
+			t.Errorf("CLUSTER FAILOVER %s on %s: %v", how, sh.Replicas[0].Addr, err)
+		}
+		shard(sh.Master.Addr)
+		return sh.Master.Addr + " -> " + sh.Replicas[0].Addr
+	}
+	var addrs []string
+	for _, a := range cl.Addrs {
+		addrs = append(addrs, fmt.Sprintf("%q", a))
+	}
+	return chaosBackend{
+		spec:  fmt.Sprintf("    mode: Cluster\n    addrs: [%s]\n", strings.Join(addrs, ", ")),
+		nodes: cl.Servers,
+		faults: map[string]func(*rand.Rand) string{
+			"master-kill": func(*rand.Rand) string {
+				m := shard("").Master
+				if m == nil {
+					return "none"
+				}
+				m.Kill()
+				// Restarted at once, it would come back as the master, empty:
+				// the "restart" fault. Restarted once a replica took over, it
+				// rejoins as that one's replica.
+				waitUntil(t, 30*time.Second, "a replica to take over from the killed master", func() bool {
+					sh, err := cl.SlotShard(ctx, slot)
+					return err == nil && sh.Master != m
+				})
+				restartRedis(t, m)
+				return m.Addr + " -> " + shard(m.Addr).Master.Addr
+			},
+			"master-pause": func(*rand.Rand) string {
+				m := shard("").Master
+				if m == nil {
+					return "none"
+				}
+				if err := m.Pause(); err != nil {
+					t.Error(err)
+					return m.Addr
+				}
+				waitUntil(t, 30*time.Second, "a replica to take over from the paused master", func() bool {
+					sh, err := cl.SlotShard(ctx, slot)
+					return err == nil && sh.Master != m
+				})
+				if err := m.Resume(); err != nil {
+					t.Error(err)
+				}
+				return m.Addr + " -> " + shard(m.Addr).Master.Addr
+			},
+			"failover":       func(*rand.Rand) string { return failover("") },
+			"failover-force": func(*rand.Rand) string { return failover("force") },
+			"takeover":       func(*rand.Rand) string { return failover("takeover") },
+			"fresh-takeover": func(*rand.Rand) string {
+				before := r.leader()
+				if before != nil {
+					_ = before.Kill()
+				}
+				waitUntil(t, 3*faultTiming.lease+10*time.Second, "a new leader to fail over under", func() bool {
+					now := r.leader()
+					return now != nil && now != before
+				})
+				return failover("takeover")
+			},
+			"migrate": func(rng *rand.Rand) string {
+				from := shard("").Master
+				if from == nil {
+					return "none"
+				}
+				var others []*redisproc.Server
+				for _, s := range cl.Servers {
+					if s == from {
+						continue
+					}
+					if c := s.Client(); c != nil {
+						info, err := c.Info(ctx, "replication").Result()
+						_ = c.Close()
+						if err == nil && strings.Contains(info, "role:master") {
+							others = append(others, s)
+						}
+					}
+				}
+				if len(others) == 0 {
+					return "none"
+				}
+				to := others[rng.IntN(len(others))]
+				if err := cl.MigrateSlot(ctx, slot, to); err != nil {
+					t.Error(err)
+				}
+				pause(faultTiming.lease) // renewals and attempts on the new master
+				if err := cl.MigrateSlot(ctx, slot, from); err != nil {
+					t.Error(err)
+				}
+				shard("")
+				return from.Addr + " -> " + to.Addr + " -> " + from.Addr
+			},
+			"restart": func(*rand.Rand) string {
+				m := shard("").Master
+				if m == nil {
+					return "none"
+				}
+				restartRedis(t, m)
+				shard("")
+				return m.Addr
+			},
+		},
 	}
 }
