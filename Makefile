@@ -72,9 +72,9 @@ bench-failover: redis tools
 
 ## chaos: the chaos run of test/e2e for longer (CHAOS_DURATION per Redis deployment, default 10m;
 ## CHAOS_SEED replays one; CHAOS_WAIT_REPLICAS sets Sentinel's waitReplicas instead of the default;
-## CHAOS_ARGS=-test.run=TestChaos/cluster runs one deployment). make test runs it for 40s per deployment.
+## CHAOS_RUN=TestChaos/cluster runs one deployment). make test runs it for 40s per deployment.
 chaos: redis tools
-	CHAOS_DURATION=$${CHAOS_DURATION:-10m} KUBEBUILDER_ASSETS=$$($(TOOLS) --print-assets) $(GO) test -count=1 -timeout 0 -run TestChaos -v ./test/e2e/ $(CHAOS_ARGS)
+	CHAOS_DURATION=$${CHAOS_DURATION:-10m} KUBEBUILDER_ASSETS=$$($(TOOLS) --print-assets) $(GO) test -count=1 -timeout 0 -run $${CHAOS_RUN:-TestChaos} -v ./test/e2e/
 
 ## fuzz: fuzz the stored-value decoder (FUZZTIME, default 30s).
 fuzz:

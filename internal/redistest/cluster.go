@@ -124,7 +124,6 @@ func clusterState(addrs []string) string {
 	return b.String()
 }
 
-
 // within bounds a change of the Cluster's state: twice the node timeout
 // (the time its nodes take to agree), and 10s for replicas to sync.
 func (c *Cluster) within() time.Duration {
