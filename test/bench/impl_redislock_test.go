@@ -14,19 +14,30 @@ type ours struct {
 	lc      *redislock.Client
 }
 
-func newOurs(addrs []string) (locker, error) { return openOurs(addrs, false, "") }
+func newOurs(addrs []string) (locker, error) { return openOurs(addrs, redislock.Options{}) }
 
 // newOursDurable is our package with the restart guard off
 // (AssumeDurable), to show what the guard costs on fresh names.
-func newOursDurable(addrs []string) (locker, error) { return openOurs(addrs, true, "") }
+func newOursDurable(addrs []string) (locker, error) {
+	return openOurs(addrs, redislock.Options{AssumeDurable: true})
+}
 
-func openOurs(addrs []string, durable bool, prefix string) (locker, error) {
+// newOursWaiting is our package waiting for the node's replicas after each
+// write (Options.WaitReplicas), to show what a grant costs with the
+// Sentinel and Cluster default (redislock.WaitAllReplicas) and a fixed 1.
+func newOursWaiting(wait int) newLocker {
+	return func(addrs []string) (locker, error) { return openOurs(addrs, redislock.Options{WaitReplicas: wait}) }
+}
+
+// openOurs opens our package on addrs with o, its Identity set.
+func openOurs(addrs []string, o redislock.Options) (locker, error) {
 	cs := newClients(addrs)
 	nodes := make([]redis.UniversalClient, len(cs))
 	for i, c := range cs {
 		nodes[i] = c
 	}
-	lc, err := redislock.New(nodes, &redislock.Options{Identity: "bench", AssumeDurable: durable, KeyPrefix: prefix})
+	o.Identity = "bench"
+	lc, err := redislock.New(nodes, &o)
 	if err != nil {
 		_ = closeClients(cs)
 		return nil, err
@@ -59,7 +70,7 @@ type watched struct {
 const watchedPrefix = "watched:"
 
 func newWatched(addrs []string) (locker, error) {
-	l, err := openOurs(addrs, false, watchedPrefix)
+	l, err := openOurs(addrs, redislock.Options{KeyPrefix: watchedPrefix})
 	if err != nil {
 		return nil, err
 	}

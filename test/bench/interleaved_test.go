@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redislock/redislock/pkg/redislock"
 )
 
 // The interleaved measurement: the implementations run in alternating
@@ -107,6 +109,17 @@ func TestInterleaved(t *testing.T) {
 		}
 	}
 	out.Scenarios = append(out.Scenarios, rl)
+	// What waiting for the replicas costs a grant: a master with two
+	// replicas, as the Sentinel and Cluster default waits for them all.
+	replicated := &scenario{Name: "replicated/serial", Reference: "redislock wait=0"}
+	master := []string{startReplicated(t, 2)}
+	for _, w := range []struct {
+		name string
+		wait int
+	}{{"0", 0}, {"1", 1}, {"all", redislock.WaitAllReplicas}} {
+		replicated.Entries = append(replicated.Entries, &entry{Name: "redislock wait=" + w.name, Nodes: 1, open: newOursWaiting(w.wait), addrs: master})
+	}
+	out.Scenarios = append(out.Scenarios, replicated)
 
 	for _, sc := range out.Scenarios {
 		lockers := make([]locker, len(sc.Entries))

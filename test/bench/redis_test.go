@@ -1,8 +1,13 @@
 package bench
 
 import (
+	"context"
+	"net"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/redislock/redislock/internal/redisproc"
 	"github.com/redislock/redislock/internal/redistest"
 )
 
@@ -19,4 +24,33 @@ func startRedis(tb testing.TB, n int) []string {
 		addrs[i] = s.Addr
 	}
 	return addrs
+}
+
+// startReplicated starts a master with n replicas (replicaof, no Sentinel:
+// WAIT needs only the replicas) and returns the master's address once they
+// are all online and it has been up for a ttl.
+func startReplicated(tb testing.TB, n int) string {
+	tb.Helper()
+	master := redistest.Start(tb, redisproc.Options{})
+	host, port, _ := net.SplitHostPort(master.Addr)
+	for range n {
+		redistest.Start(tb, redisproc.Options{Args: []string{"--replicaof", host, port}})
+	}
+	c := master.Client()
+	defer func() { _ = c.Close() }()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for {
+		info, err := c.Info(ctx, "replication").Result()
+		if err == nil && strings.Count(info, ",state=online,") == n {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			tb.Fatalf("%d replicas of %s not online within 30s: %v\n%s", n, master.Addr, err, info)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	redistest.WaitUp(tb, ttl, master)
+	return master.Addr
 }
