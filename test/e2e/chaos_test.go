@@ -466,6 +466,20 @@ func (r *chaosRun) leader() *chaosCandidate {
 	return nil
 }
 
+// newLeader kills the leader (its process restarts, as after a kill) and
+// returns once another candidate leads: right after a fresh grant, the
+// moment a failover is likeliest to lose it.
+func (r *chaosRun) newLeader() {
+	before := r.leader()
+	if before != nil {
+		_ = before.Kill()
+	}
+	waitUntil(r.t, 3*faultTiming.lease+10*time.Second, "a new leader to fail over under", func() bool {
+		now := r.leader()
+		return now != nil && now != before
+	})
+}
+
 // pick chooses a target: the leader half of the time, else anyone.
 func (r *chaosRun) pick(rng *rand.Rand) *chaosCandidate {
 	if rng.IntN(2) == 0 {
@@ -805,14 +819,7 @@ func sentinelBackend(t *testing.T, r *chaosRun) chaosBackend {
 			// Where a replica is likeliest to lack the lock: the leader
 			// killed, and the failover forced as soon as another leads.
 			"fresh-failover": func(*rand.Rand) string {
-				before := r.leader()
-				if before != nil {
-					_ = before.Kill()
-				}
-				waitUntil(t, 3*faultTiming.lease+10*time.Second, "a new leader to fail over under", func() bool {
-					now := r.leader()
-					return now != nil && now != before
-				})
+				r.newLeader()
 				return failover()
 			},
 		},
@@ -915,14 +922,7 @@ func clusterBackend(t *testing.T, r *chaosRun) chaosBackend {
 			"failover-force": func(*rand.Rand) string { return failover("force") },
 			"takeover":       func(*rand.Rand) string { return failover("takeover") },
 			"fresh-takeover": func(*rand.Rand) string {
-				before := r.leader()
-				if before != nil {
-					_ = before.Kill()
-				}
-				waitUntil(t, 3*faultTiming.lease+10*time.Second, "a new leader to fail over under", func() bool {
-					now := r.leader()
-					return now != nil && now != before
-				})
+				r.newLeader()
 				return failover("takeover")
 			},
 			"migrate": func(rng *rand.Rand) string {
