@@ -60,7 +60,7 @@ func StartReplicatedCluster(t testing.TB, masters, replicas int, args ...string)
 	if err != nil {
 		t.Fatal(err)
 	}
-	within := 2*nodeTimeout + 10*time.Second
+	within := 2*nodeTimeout + replicaSync
 	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
 	create := append([]string{"--cluster", "create"}, addrs...)
@@ -90,7 +90,7 @@ func StartReplicatedCluster(t testing.TB, masters, replicas int, args ...string)
 		return true, nil
 	})
 	if err != nil {
-		t.Fatalf("Redis Cluster not ok, or its replicas not online, within %v (twice cluster-node-timeout, and 10s): %v\n%s", within, err, clusterState(addrs))
+		t.Fatalf("Redis Cluster not ok, or its replicas not online, within %v (twice cluster-node-timeout, and %v): %v\n%s", within, replicaSync, err, clusterState(addrs))
 	}
 	return c
 }
@@ -124,14 +124,18 @@ func clusterState(addrs []string) string {
 	return b.String()
 }
 
+// replicaSync bounds the replicas' sync with their master, on a loaded
+// machine.
+const replicaSync = 30 * time.Second
+
 // within bounds a change of the Cluster's state: twice the node timeout
-// (the time its nodes take to agree), and 10s for replicas to sync.
+// (the time its nodes take to agree), and replicaSync.
 func (c *Cluster) within() time.Duration {
 	d, err := clusterNodeTimeout(c.Addrs[0])
 	if err != nil {
 		d = 15 * time.Second
 	}
-	return 2*d + 10*time.Second
+	return 2*d + replicaSync
 }
 
 // Shard is the master that serves a slot, and its online replicas.
