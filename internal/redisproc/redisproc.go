@@ -127,7 +127,11 @@ func (s *Server) launch(path string) error {
 	}
 	args = append(args,
 		"--bind", "127.0.0.1", "--dir", s.dir,
-		"--save", "", "--appendonly", "no", "--daemonize", "no",
+		// No persistence: no snapshots, no AOF, and, for a replica, not
+		// the RDB of its last full sync either (rdb-del-sync-files), which
+		// Redis keeps by default and loads at the next start: a restart
+		// would bring back that older state, not an empty server.
+		"--save", "", "--appendonly", "no", "--rdb-del-sync-files", "yes", "--daemonize", "no",
 		"--protected-mode", "no", "--loglevel", "warning",
 	)
 	if s.opts.Password != "" {

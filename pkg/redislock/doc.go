@@ -115,7 +115,9 @@
 // Not covered: persistence that restores an older state (appendfsync
 // everysec, RDB snapshots) keeps a counter but may lose the newest key of
 // a lock that counter belongs to, and the guard fires only for locks it has
-// no counter of. Run Redis with appendonly yes and appendfsync
+// no counter of. A replica without persistence is such a case too: it keeps
+// the RDB of its last full sync (rdb-del-sync-files no, Redis's default)
+// and loads it when it restarts; set rdb-del-sync-files yes. Run Redis with appendonly yes and appendfsync
 // always for locks that matter, and prefer Redlock over independent nodes to
 // replicated failover.
 //
