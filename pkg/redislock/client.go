@@ -62,8 +62,8 @@ type Options struct {
 	// with Sentinel-managed nodes: a failover then promotes a replica that
 	// has the lock, as Sentinel picks the most up-to-date replica it can
 	// reach, so no holder's belief outlives the key. WaitAllReplicas waits
-	// for every replica connected to the node at that write, however
-	// many there are. In a Cluster the write and its WAIT go to the master
+	// for the most replicas the node has had connected, however many
+	// there are. In a Cluster the write and its WAIT go to the master
 	// of the lock's slot, and so does a failover of that master: to its
 	// replicas. Default 0: no wait. Not for Ring clients, whose pipelines
 	// go by key.

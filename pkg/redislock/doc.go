@@ -106,11 +106,11 @@
 // wait until that many replicas acknowledged it. Sentinel picks the replica
 // to promote by the replication offsets it last read (up to 10s old), so
 // only a wait for every replica makes sure the promoted one has the lock:
-// WaitAllReplicas, which counts the replicas connected at each write. Not
-// covered: a replica that acknowledged the write and then lost it (a
-// restart without persistence) before its promotion, and one that
-// connected between the count and the write and is promoted before its
-// sync carried the write.
+// WaitAllReplicas, which waits for the most replicas the node has had
+// connected. Not covered: a replica that acknowledged the write and then
+// lost it (a restart without persistence) before its promotion, and a
+// candidate that starts while a failover is reconfiguring the replicas,
+// which counts only those attached by then.
 //
 // Not covered: persistence that restores an older state (appendfsync
 // everysec, RDB snapshots) keeps a counter but may lose the newest key of

@@ -27,11 +27,11 @@ type node struct {
 	replicas, waitMs int
 	// sticky is client's source of dedicated connections when it is a
 	// client of one server, cluster the client when it is a Cluster's:
-	// where a write and its WAIT go (see replication.go). connected is the
-	// number of replicas last listed connected, with WaitAllReplicas.
-	sticky    interface{ Conn() *redis.Conn }
-	cluster   *redis.ClusterClient
-	connected atomic.Int32
+	// where a write and its WAIT go (see replication.go). most is the
+	// most replicas seen connected, with WaitAllReplicas.
+	sticky  interface{ Conn() *redis.Conn }
+	cluster *redis.ClusterClient
+	most    atomic.Int32
 }
 
 func newNode(name string, rc redis.UniversalClient, replicas int, timeout time.Duration) *node {

@@ -9,16 +9,20 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// WaitAllReplicas is the Options.WaitReplicas that makes every acquire, renew
-// and fencing write wait until every replica connected to its node (in a
-// Cluster, the master of the lock's slot), as INFO replication read in the
-// same round trip as the write lists them, has acknowledged it. Unlike a
-// fixed count, it follows the replicas there are: after a failover the new
-// master has one replica fewer until the old master rejoins, and a fixed
-// count equal to the replicas of before would fail every write until
-// then. A replica still in its sync is waited for too (writes fail until
-// it is done): Sentinel and Cluster may promote it, and one not waited for
-// lost grants and fencing counts in the chaos run.
+// WaitAllReplicas is the Options.WaitReplicas that makes every acquire,
+// renew and fencing write wait until as many replicas of its node (in a
+// Cluster, of the master of the lock's slot) have acknowledged it as the
+// most the node has had connected since the Client was made: INFO
+// replication, read in the same round trip as each write, counts them, in
+// any state (a replica still in its sync is waited for). The count never
+// goes down. The replicas connected now are not the replicas that may be
+// promoted: after a failover, Sentinel reconfigures the other replicas to
+// the new master one by one, and may promote one before it is attached
+// again; a wait for the replicas connected at that moment let grants count
+// that no replica had, and the chaos run found 12 overlaps in 10 minutes.
+// So, as a fixed count equal to the replicas, it makes writes fail after a
+// failover until the old master has rejoined as a replica, and a replica
+// removed for good is waited for until the candidates restart.
 const WaitAllReplicas = -1
 
 // processAndWait sends one command and a WAIT on one connection (WAIT
@@ -97,14 +101,14 @@ func (n *node) waitConn(ctx context.Context, key, addr string) (*redis.Conn, err
 
 // writeAndWait sends, on conn, ASKING if asking, INFO replication for
 // WaitAllReplicas, the command and a WAIT: for n.replicas, or for the
-// replicas connected at the last write; if INFO lists more than that WAIT
-// asked for (one connected) and fewer acknowledged, a second WAIT asks for
-// all of them.
+// most replicas the node has had connected; if INFO lists more than that
+// (one more connected) and fewer acknowledged, a second WAIT asks for all
+// of them.
 func (n *node) writeAndWait(ctx context.Context, conn *redis.Conn, args []any, asking bool) (any, error) {
 	all := n.replicas == WaitAllReplicas
 	asked := int64(n.replicas)
 	if all {
-		asked = int64(n.connected.Load())
+		asked = int64(n.most.Load())
 	}
 	info := redis.NewStringCmd(ctx, "info", "replication")
 	cmd := redis.NewCmd(ctx, args...)
@@ -130,8 +134,8 @@ func (n *node) writeAndWait(ctx context.Context, conn *redis.Conn, args []any, a
 		if err != nil {
 			return nil, fmt.Errorf("count the connected replicas: %w", err)
 		}
-		want, which = int64(connectedReplicas(text)), " connected"
-		n.connected.Store(int32(want))
+		want, which = max(asked, int64(connectedReplicas(text))), " most connected"
+		n.raiseMost(int32(want))
 	}
 	acked, err := wait.Result()
 	if err == nil && acked < want && asked < want {
@@ -144,6 +148,16 @@ func (n *node) writeAndWait(ctx context.Context, conn *redis.Conn, args []any, a
 		return nil, fmt.Errorf("%w: %d of the %d%s replicas acknowledged the write within %dms", ErrReplication, acked, want, which, n.waitMs)
 	}
 	return v, nil
+}
+
+// raiseMost raises the most replicas seen connected to m, never lowering it.
+func (n *node) raiseMost(m int32) {
+	for {
+		cur := n.most.Load()
+		if m <= cur || n.most.CompareAndSwap(cur, m) {
+			return
+		}
+	}
 }
 
 // connectedReplicas counts the replicas that INFO replication lists
