@@ -187,6 +187,35 @@ func StartSentinelGroup(t testing.TB, replicas, sentinels int) *SentinelGroup {
 	return g
 }
 
+// WaitConverged waits until the current master has every other server of
+// the group as a replica online and every Sentinel knows them, as after
+// StartSentinelGroup: after a failover the demoted master and the other
+// replicas are reconfigured to the new master one at a time, and a
+// deployment that waits for every replica (redislock.WaitAllReplicas)
+// grants nothing until they are back. It waits for three of the
+// Sentinels' INFO periods plus the repl-timeout.
+func (g *SentinelGroup) WaitConverged(ctx context.Context) error {
+	timing, err := g.timing(ctx)
+	if err != nil {
+		return err
+	}
+	replicas := len(g.Replicas)
+	within := 3*timing.infoPeriod + 60*time.Second
+	err = pollUntil(ctx, within, func(ctx context.Context) (bool, error) {
+		addr, err := g.MasterAddr(ctx)
+		if err != nil {
+			return false, nil
+		}
+		mc := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+		defer func() { _ = mc.Close() }()
+		return inSync(ctx, mc, replicas) && g.known(ctx, replicas), nil
+	})
+	if err != nil {
+		return fmt.Errorf("redistest: the Sentinel group not converged (a master with %d replicas online, known to every Sentinel) within %v: %w\n%s", replicas, within, err, g.state())
+	}
+	return nil
+}
+
 // inSync reports whether the master (mc) has n replicas online.
 func inSync(ctx context.Context, mc *redis.Client, n int) bool {
 	info, err := mc.Info(ctx, "replication").Result()

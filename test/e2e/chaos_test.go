@@ -803,11 +803,18 @@ func sentinelBackend(t *testing.T, r *chaosRun) chaosBackend {
 		}
 		spec += "    waitReplicas: " + v + "\n"
 	}
+	// failover forces one and returns once the group has converged again
+	// (the demoted master and the other replica following the new one),
+	// so that the next fault meets a whole deployment; the time until
+	// then counts toward this fault's L1.
 	failover := func() string {
 		old, promoted, err := g.Failover(context.Background())
 		if err != nil {
 			t.Errorf("Sentinel failover: %v", err)
 			return old
+		}
+		if err := g.WaitConverged(context.Background()); err != nil {
+			t.Error(err)
 		}
 		return old + " -> " + promoted
 	}
