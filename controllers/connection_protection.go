@@ -29,9 +29,10 @@ const EventConnectionInUse = "InUse"
 // from going while RedisLocks use it, as Kubernetes protects a
 // PersistentVolumeClaim a pod uses: a finalizer while it is in use, removed
 // once no RedisLock it serves names it (a lock in a namespace that a
-// ClusterRedisConnection does not allow never pins it). Deleted and created again with other servers
-// under running candidates, a connection would give two leaders for every
-// lock on it; protected, it can be replaced only once its locks are gone.
+// ClusterRedisConnection does not allow never pins it). Deleted and
+// created again with other servers under running candidates, a connection
+// would give two leaders for every lock on it; protected, it can be
+// replaced only once its locks are gone.
 //
 // The finalizer is named for what this controller sees (its lock class and
 // watched namespaces), so that controllers that see different locks never

@@ -68,27 +68,7 @@ func StartReplicatedCluster(t testing.TB, masters, replicas int, args ...string)
 	if out, err := exec.CommandContext(ctx, "redis-cli", create...).CombinedOutput(); err != nil {
 		t.Fatalf("redis-cli --cluster create (within %v): %v\n%s\n%s", within, err, out, clusterState(addrs))
 	}
-	clients := make([]*redis.Client, len(addrs))
-	for i, a := range addrs {
-		clients[i] = redis.NewClient(&redis.Options{Addr: a, ContextTimeoutEnabled: true})
-		defer func() { _ = clients[i].Close() }()
-	}
-	err = pollUntil(ctx, within, func(ctx context.Context) (bool, error) {
-		for _, c := range clients {
-			info, err := c.ClusterInfo(ctx).Result()
-			if err != nil || !strings.Contains(info, "cluster_state:ok") {
-				return false, nil
-			}
-			repl, err := c.Info(ctx, "replication").Result()
-			if err != nil {
-				return false, nil
-			}
-			if strings.Contains(repl, "role:master") && strings.Count(repl, ",state=online,") < replicas {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
+	err = pollUntil(ctx, within, func(ctx context.Context) (bool, error) { return c.healthy(ctx, replicas), nil })
 	if err != nil {
 		t.Fatalf("Redis Cluster not ok, or its replicas not online, within %v (twice cluster-node-timeout, and %v): %v\n%s", within, replicaSync, err, clusterState(addrs))
 	}
@@ -197,30 +177,37 @@ func (c *Cluster) server(addr string) *redisproc.Server {
 func (c *Cluster) WaitHealthy(ctx context.Context, slot int64, not string, replicas int) (Shard, error) {
 	var sh Shard
 	err := pollUntil(ctx, c.within(), func(ctx context.Context) (bool, error) {
-		for _, s := range c.Servers {
-			cl := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true})
-			qctx, cancel := context.WithTimeout(ctx, stateTimeout)
-			info, err := cl.ClusterInfo(qctx).Result()
-			repl, rerr := cl.Info(qctx, "replication").Result()
-			cancel()
-			_ = cl.Close()
-			if err != nil || rerr != nil || !strings.Contains(info, "cluster_state:ok") {
-				return false, nil
-			}
-			if strings.Contains(repl, "role:master") && strings.Count(repl, ",state=online,") < replicas {
-				return false, nil
-			}
-		}
-		var err error
-		if sh, err = c.SlotShard(ctx, slot); err != nil || sh.Master.Addr == not || len(sh.Replicas) < replicas {
+		if !c.healthy(ctx, replicas) {
 			return false, nil
 		}
-		return true, nil
+		var err error
+		sh, err = c.SlotShard(ctx, slot)
+		return err == nil && sh.Master.Addr != not && len(sh.Replicas) >= replicas, nil
 	})
 	if err != nil {
 		return Shard{}, fmt.Errorf("redistest: the Cluster not healthy within %v (slot %d's master other than %q, %d replicas online each): %w\n%s", c.within(), slot, not, replicas, err, clusterState(c.Addrs))
 	}
 	return sh, nil
+}
+
+// healthy reports whether every node reports the cluster ok and every
+// master has replicas replicas online.
+func (c *Cluster) healthy(ctx context.Context, replicas int) bool {
+	for _, s := range c.Servers {
+		cl := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true})
+		qctx, cancel := context.WithTimeout(ctx, stateTimeout)
+		info, err := cl.ClusterInfo(qctx).Result()
+		repl, rerr := cl.Info(qctx, "replication").Result()
+		cancel()
+		_ = cl.Close()
+		if err != nil || rerr != nil || !strings.Contains(info, "cluster_state:ok") {
+			return false
+		}
+		if strings.Contains(repl, "role:master") && strings.Count(repl, ",state=online,") < replicas {
+			return false
+		}
+	}
+	return true
 }
 
 // MigrateSlot moves slot to the master to, as redis-cli --cluster reshard

@@ -3,16 +3,12 @@ package redislock_test
 import (
 	"context"
 	"errors"
-	"net"
-	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/redislock/redislock/internal/redisproc"
 	"github.com/redislock/redislock/internal/redistest"
 	"github.com/redislock/redislock/pkg/redislock"
 )
@@ -279,30 +275,11 @@ func TestWaitAllReplicasInACluster(t *testing.T) {
 	}
 	// The master of the lock's slot and its replica, once gossip has told
 	// every node of the replica.
-	var master, replica *redisproc.Server
-	waitFor(t, 10*time.Second, "the slot's master and an online replica in CLUSTER SHARDS", func() bool {
-		shards, err := cc.ClusterShards(ctx).Result()
-		if err != nil {
-			return false
-		}
-		for _, sh := range shards {
-			if !slices.ContainsFunc(sh.Slots, func(r redis.SlotRange) bool { return r.Start <= slot && slot <= r.End }) {
-				continue
-			}
-			for _, n := range sh.Nodes {
-				for _, s := range cl.Servers {
-					switch {
-					case s.Addr != net.JoinHostPort(n.IP, strconv.FormatInt(n.Port, 10)):
-					case n.Role == "master":
-						master = s
-					case n.Health == "online":
-						replica = s
-					}
-				}
-			}
-		}
-		return master != nil && replica != nil
-	})
+	sh, err := cl.WaitHealthy(ctx, slot, "", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	master, replica := sh.Master, sh.Replicas[0]
 	onReplica := func() string {
 		t.Helper()
 		c := redistest.Clients(t, replica)[0].(*redis.Client).Conn()

@@ -20,25 +20,26 @@ var restoreLua string
 // (M1), so it cannot hand a rival a majority while the holder still
 // believes (S1). The issue-29 sequence on three real servers, the delayed
 // restore replayed by hand with the arguments the holder sent it with:
-//  1. H holds x on N1-N3 with a ttl of 1s;
+//  1. H holds x on N1-N3 with a ttl of 3s;
 //  2. H's key vanishes on N3, and H's repair of it is delayed;
 //  3. a later renewal repairs N3 all the same;
 //  4. H's key vanishes on N1;
 //  5. H renews with a ttl of 20s; N1 does not answer (paused), N2 and N3
 //     confirm: H counts on 20s;
 //  6. H's key vanishes on N3 again, whose validity says +20s;
-//  7. the delayed repair of step 2 runs on N3 (key and validity for 1s, as
+//  7. the delayed repair of step 2 runs on N3 (key and validity for 3s, as
 //     restore.lua wrote them before this test);
 //  8. once that key has expired, a rival asks for x with a ttl of 20s.
 //
 // Without step 7 the rival gets N1 only; with a validity moved back, N1 and
-// N3, a majority, while H believes it holds for 19 s more.
+// N3, a majority, while H believes it holds for 17 s more.
 func TestLateRestoreNeverMovesTheValidityBack(t *testing.T) {
 	servers := redistest.StartN(t, 3)
 	nodes := redistest.Clients(t, servers...)
 	ctx := context.Background()
 	h := newClient(t, "h", servers...)
-	l, err := h.Obtain(ctx, "x", time.Second)
+	const ttl = 3 * time.Second // long enough for steps 1-5 on a loaded machine
+	l, err := h.Obtain(ctx, "x", ttl)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +48,6 @@ func TestLateRestoreNeverMovesTheValidityBack(t *testing.T) {
 	// The repair H sends N3 in step 2, held back: restore.lua's KEYS and
 	// ARGV as Lock.restore gives them.
 	delayed := func() error {
-		ttl := time.Second
 		return redis.NewScript(restoreLua).Run(ctx, nodes[2],
 			[]string{key, key + ":fence", until, key + ":meta"},
 			value, ttl.Milliseconds(), l.Fence(), redislock.FenceLifetime(ttl).Milliseconds(), "").Err()

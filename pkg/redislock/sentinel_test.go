@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redislock/redislock/internal/redisproc"
+	"github.com/redislock/redislock/internal/redisstats"
 	"github.com/redislock/redislock/internal/redistest"
 	"github.com/redislock/redislock/pkg/redislock"
 )
@@ -202,4 +203,63 @@ func TestWaitAllReplicasWaitsForTheMostReplicasSeen(t *testing.T) {
 	}
 	waitFor(t, 30*time.Second, "the replica online again", online(2))
 	waitFor(t, 10*time.Second, "a grant once the replica is back", func() bool { return obtain(all, "back") == nil })
+}
+
+// What a write costs with WaitAllReplicas, counted by a master with two
+// replicas (INFO
+// commandstats): one INFO replication, the script and one WAIT per
+// renewal, in the one round trip; a second WAIT only for the write that
+// first sees a replica more than before, none afterwards, and none while
+// the count stays.
+func TestWaitAllReplicasSendsOneInfoAndOneWaitPerWrite(t *testing.T) {
+	// Replicas without a Sentinel, whose own INFO every 10s would count.
+	m := redistest.Start(t, redisproc.Options{})
+	host, port, _ := strings.Cut(m.Addr, ":")
+	for range 2 {
+		redistest.Start(t, redisproc.Options{Args: []string{"--replicaof", host, port}})
+	}
+	master := redistest.Clients(t, m)[0]
+	ctx := context.Background()
+	waitFor(t, 30*time.Second, "both replicas online", func() bool {
+		info, err := master.Info(ctx, "replication").Result()
+		return err == nil && strings.Count(info, ",state=online,") == 2
+	})
+	c, err := redislock.New([]redis.UniversalClient{master}, &redislock.Options{
+		AssumeDurable: true, Identity: "counted", WaitReplicas: redislock.WaitAllReplicas, NodeTimeout: 2 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func() redisstats.Counts {
+		t.Helper()
+		n, err := redisstats.Read(ctx, master)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := read()
+	l, err := c.Obtain(ctx, "counted", 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := read().Sub(before)
+	// Each write script of the grant has its INFO and its WAIT; the first
+	// finds two replicas where it knew none, so one WAIT more, for both.
+	// (The reading's own INFO counts once.)
+	if w := first.Scripts(); w < 1 || first["info"] != w+1 || first["wait"] != w+1 {
+		t.Fatalf("the first grant sent %d scripts, info %d, wait %d; want info and wait one more than the scripts each (the reading's own INFO, the first write's second WAIT)", w, first["info"], first["wait"])
+	}
+	const renewals = 20
+	before = read()
+	for range renewals {
+		if err := l.Refresh(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := read().Sub(before)
+	// (A write the grant left running in the background may land here.)
+	if w := got.Scripts(); w < renewals || w > renewals+1 || got["info"] != w+1 || got["wait"] != w {
+		t.Fatalf("%d renewals: %d scripts, info %d, wait %d; want one INFO (and the reading's own) and one WAIT per script", renewals, w, got["info"], got["wait"])
+	}
 }
