@@ -162,13 +162,14 @@ func New(nodes []redis.UniversalClient, opts *Options) (*Client, error) {
 			return nil, fmt.Errorf("%w: node %d is nil", ErrInvalidOptions, i)
 		}
 		n := newNode(nodeName(i, rc), rc, o.WaitReplicas, o.NodeTimeout)
+		n.replicasKey = nodeKeys(o.KeyPrefix, replicasSuffix, nodes)
 		if o.WaitReplicas != 0 && n.sticky == nil && n.cluster == nil {
 			return nil, fmt.Errorf("%w: node %d: WaitReplicas needs a client of one server (redis.NewClient, redis.NewFailoverClient) or a Cluster's, not a %T, whose pipelines go by key", ErrInvalidOptions, i, rc)
 		}
 		c.nodes = append(c.nodes, n)
 		c.all = append(c.all, i)
 	}
-	c.epoch = epochKeys(o.KeyPrefix, nodes)
+	c.epoch = nodeKeys(o.KeyPrefix, epochSuffix, nodes)
 	return c, nil
 }
 

@@ -105,14 +105,25 @@ func TestRestartGuardOnRedisCluster(t *testing.T) {
 // MOVED, and are never counted as a lost or a foreign lock, nor is another
 // candidate ever granted it; the validity
 // and fencing keys move with it, as they share its hash tag, so the next
-// holder's token is the next one.
+// holder's token is the next one. With WaitAllReplicas, where each write
+// and its WAIT go to the slot's master on one connection, the same: ASK and
+// MOVED are followed there, the record of the replicas seen too.
 func TestLockFollowsASlotMigration(t *testing.T) {
-	addrs := redistest.StartCluster(t, 3)
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: true})
+	t.Run("no wait", func(t *testing.T) { testLockFollowsASlotMigration(t, 0) })
+	t.Run("wait for all replicas", func(t *testing.T) { testLockFollowsASlotMigration(t, redislock.WaitAllReplicas) })
+}
+
+func testLockFollowsASlotMigration(t *testing.T, wait int) {
+	replicas := 0
+	if wait != 0 {
+		replicas = 1
+	}
+	cl := redistest.StartReplicatedCluster(t, 3, replicas)
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = cc.Close() })
 	ctx := context.Background()
 	opts := func(id string) *redislock.Options {
-		return &redislock.Options{AssumeDurable: true, Identity: id, NodeTimeout: 2 * time.Second}
+		return &redislock.Options{AssumeDurable: true, Identity: id, NodeTimeout: 2 * time.Second, WaitReplicas: wait}
 	}
 	a, err := redislock.New([]redis.UniversalClient{cc}, opts("a"))
 	if err != nil {
@@ -128,7 +139,7 @@ func TestLockFollowsASlotMigration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{key + ":fence", key + ":until", key + ":meta", redislock.EpochKey(a, name)} {
+	for _, k := range []string{key + ":fence", key + ":until", key + ":meta", redislock.EpochKey(a, name), redislock.ReplicasKey(a, name)} {
 		if s, err := cc.ClusterKeySlot(ctx, k).Result(); err != nil || s != slot {
 			t.Fatalf("key %s is in slot %d (%v), the lock's in %d", k, s, err, slot)
 		}
@@ -141,9 +152,14 @@ func TestLockFollowsASlotMigration(t *testing.T) {
 	// The masters by node ID, and which one serves the slot.
 	nodes := map[string]*redis.Client{}
 	var source, target string
-	for _, addr := range addrs {
+	for _, addr := range cl.Addrs {
 		c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 		t.Cleanup(func() { _ = c.Close() })
+		if role, err := c.Do(ctx, "role").Slice(); err != nil {
+			t.Fatal(err)
+		} else if role[0] != "master" {
+			continue
+		}
 		id, err := c.Do(ctx, "cluster", "myid").Text()
 		if err != nil {
 			t.Fatal(err)

@@ -107,10 +107,11 @@
 // to promote by the replication offsets it last read (up to 10s old), so
 // only a wait for every replica makes sure the promoted one has the lock:
 // WaitAllReplicas, which waits for the most replicas the node has had
-// connected. Not covered: a replica that acknowledged the write and then
-// lost it (a restart without persistence) before its promotion, and a
-// candidate that starts while a failover is reconfiguring the replicas,
-// which counts only those attached by then.
+// connected, a count the node keeps in a replicated record so that a
+// candidate that starts while a failover is reconfiguring the replicas
+// counts those not yet attached too. Not covered: a replica that
+// acknowledged the write and then lost it (a restart without persistence)
+// before its promotion.
 //
 // Not covered: persistence that restores an older state (appendfsync
 // everysec, RDB snapshots) keeps a counter but may lose the newest key of

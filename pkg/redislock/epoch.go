@@ -18,18 +18,23 @@ import (
 // node wait a ttl again.
 const epochSuffix = "epoch"
 
-// epochKeys returns the marker key for a lock name under prefix: one key
-// for every name, or, when the nodes include a Cluster, a function of the
-// name's slot.
-func epochKeys(prefix string, nodes []redis.UniversalClient) func(name string) string {
+// replicasSuffix names the replicas record of WaitAllReplicas (see
+// replication.go), kept per node or Cluster slot as the epoch marker is.
+const replicasSuffix = "replicas"
+
+// nodeKeys returns the key named suffix that a node keeps for every lock
+// under prefix (the epoch marker, the replicas record): one key for every
+// name, or, when the nodes include a Cluster, one per slot,
+// P + "{<tag>}:" + suffix, a function of the name's slot.
+func nodeKeys(prefix, suffix string, nodes []redis.UniversalClient) func(name string) string {
 	for _, n := range nodes {
 		if _, ok := n.(interface{ Options() *redis.ClusterOptions }); ok {
 			return func(name string) string {
-				return prefix + "{" + slotTags()[slot(name)] + "}:" + epochSuffix
+				return prefix + "{" + slotTags()[slot(name)] + "}:" + suffix
 			}
 		}
 	}
-	key := prefix + epochSuffix
+	key := prefix + suffix
 	return func(string) string { return key }
 }
 

@@ -21,3 +21,7 @@ func SetFenceLifetime(c *Client, d time.Duration) {
 // EpochKey is the key of the epoch marker that c's acquisitions of name
 // read.
 func EpochKey(c *Client, name string) string { return c.epoch(name) }
+
+// ReplicasKey is the key of the replicas record (WaitAllReplicas) that c's
+// writes of name read.
+func ReplicasKey(c *Client, name string) string { return c.nodes[0].replicasKey(name) }

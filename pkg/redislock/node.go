@@ -28,10 +28,12 @@ type node struct {
 	// sticky is client's source of dedicated connections when it is a
 	// client of one server, cluster the client when it is a Cluster's:
 	// where a write and its WAIT go (see replication.go). most is the
-	// most replicas seen connected, with WaitAllReplicas.
-	sticky  interface{ Conn() *redis.Conn }
-	cluster *redis.ClusterClient
-	most    atomic.Int32
+	// most replicas seen connected, with WaitAllReplicas, and replicasKey
+	// gives the key of the node's record of it for a lock name.
+	sticky      interface{ Conn() *redis.Conn }
+	cluster     *redis.ClusterClient
+	most        atomic.Int32
+	replicasKey func(name string) string
 }
 
 func newNode(name string, rc redis.UniversalClient, replicas int, timeout time.Duration) *node {
