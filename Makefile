@@ -8,6 +8,7 @@ GOTEST ?= $(GO) test -race -count=1 -timeout=40m
 # Tools build from pinned modules under hack/tools into bin/ (see hack/ensure-tools.sh).
 TOOLS := hack/ensure-tools.sh
 CONTROLLER_GEN = $(shell $(TOOLS) --print controller-gen)
+CRD_REF_DOCS = $(shell $(TOOLS) --print crd-ref-docs)
 GOLANGCI_LINT = $(shell $(TOOLS) --print golangci-lint)
 HELM = $(shell $(TOOLS) --print helm)
 
@@ -80,9 +81,10 @@ chaos: redis tools
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParseValue -fuzztime $${FUZZTIME:-30s} ./pkg/redislock/
 
-## generate: deepcopy code for the API types.
+## generate: deepcopy code for the API types, and their reference, docs/api.md (crd-ref-docs).
 generate:
 	$(CONTROLLER_GEN) object paths=./api/...
+	$(CRD_REF_DOCS) --source-path=./api/v1alpha1 --config=hack/crd-ref-docs.yaml --renderer=markdown --output-path=docs/api.md
 
 ## manifests: the CRDs, the RBAC roles of the controller and the agent, and the webhook configuration, from the markers;
 ## the tenancy policies (config/policy, hand-written) are copied too;
@@ -102,7 +104,7 @@ manifests:
 
 ## verify-generated: fail if generate or manifests would change the tree.
 verify-generated: generate manifests
-	@out=$$(git status --porcelain -- api config charts); if [ -n "$$out" ]; then echo "generated files are stale; run 'make generate manifests' and commit:"; echo "$$out"; exit 1; fi
+	@out=$$(git status --porcelain -- api config charts docs/api.md); if [ -n "$$out" ]; then echo "generated files are stale; run 'make generate manifests' and commit:"; echo "$$out"; exit 1; fi
 
 ## chart: the Helm chart packaged into dist/redislock-<version>.tgz, with the version and
 ## appVersion of charts/redislock/Chart.yaml (the appVersion is what `redislock version` prints),

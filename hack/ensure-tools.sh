@@ -5,7 +5,7 @@
 # Usage: hack/ensure-tools.sh [--print] [TOOL...]
 #        hack/ensure-tools.sh --print-assets
 #
-#   TOOL            envtest | controller-gen | golangci-lint | helm | crds | node
+#   TOOL            envtest | controller-gen | crd-ref-docs | golangci-lint | helm | crds | node
 #                   (default: all but node)
 #                   envtest = kube-apiserver, kubectl and etcd in one directory,
 #                   the layout KUBEBUILDER_ASSETS expects.
@@ -25,6 +25,7 @@
 #   bin/k8s/<kubernetes version>/{kubelet,kube-controller-manager,kube-scheduler,kube-proxy}
 #   bin/etcd-<version>     (bin/k8s/<kubernetes version>/etcd links to it)
 #   bin/controller-gen-<version>
+#   bin/crd-ref-docs-<version>
 #   bin/golangci-lint-<version>
 #   bin/helm-<version>
 #   bin/crds/<versions>/   third-party CRDs for the chart tests (cert-manager,
@@ -114,7 +115,7 @@ case ${1:-} in
   -h | --help) usage 0 ;;
   -*) usage ;;
 esac
-(($#)) || set -- envtest controller-gen golangci-lint helm crds
+(($#)) || set -- envtest controller-gen crd-ref-docs golangci-lint helm crds
 
 for tool; do
   case $tool in
@@ -125,6 +126,10 @@ for tool; do
       path=$root/bin/controller-gen-$v
       build controller-gen "$path" sigs.k8s.io/controller-tools/cmd/controller-gen "about 30s" \
         "-X sigs.k8s.io/controller-tools/pkg/version.version=$v" ;;
+    crd-ref-docs)
+      v=$(pinned crd-ref-docs github.com/elastic/crd-ref-docs)
+      path=$root/bin/crd-ref-docs-$v
+      build crd-ref-docs "$path" github.com/elastic/crd-ref-docs "about 30s" ;;
     golangci-lint)
       v=$(pinned golangci-lint github.com/golangci/golangci-lint/v2)
       path=$root/bin/golangci-lint-$v
