@@ -32,6 +32,7 @@ var packages = []struct{ pkg, file string }{
 	{"iptables", "/usr/sbin/iptables"},
 	{"iproute2", "/usr/sbin/ip"},
 	{"redis-server", "/usr/bin/redis-server"},
+	{"python3", "/usr/bin/python3"}, // for the image of examples/python-worker
 }
 
 type timeline struct{ start time.Time }
@@ -111,7 +112,7 @@ func up(ctx context.Context, d dirs) error {
 	}
 	state := &State{
 		Kubeconfig: d.path("kubeconfig"), RedisAddr: net.JoinHostPort(nodeIP, strconv.Itoa(redisPort)),
-		HostRedisAddr: redisL.Addr().String(), ProductImage: product, PauseImage: pauseImage, AppImage: appImage,
+		HostRedisAddr: redisL.Addr().String(), ProductImage: product, PauseImage: pauseImage, AppImage: appImage, PythonImage: pythonImage,
 	}
 	err = t.step("namespaces, components", func() error { return startNode(ctx, d, bin, archives, state, apiL, redisL) })
 	// As in the steps above: a signal after the node said ready but before

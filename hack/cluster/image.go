@@ -20,8 +20,12 @@ import (
 // naming nonroot (65532), and a world-writable /tmp, like distroless/static
 // that the Dockerfile builds on.
 type image struct {
-	ref        string // full name: registry/repository:tag
-	binary     string // the file to put at /<base name of binary>
+	ref    string // full name: registry/repository:tag
+	binary string // the file to put at /<base name of binary>, if any
+	// host are files of the host (symlinks followed), each put at its own
+	// path, and env the image's environment (default PATH=/).
+	host       []string
+	env        []string
 	entrypoint []string
 	user       string
 }
@@ -38,13 +42,13 @@ type ociDescriptor struct {
 // writeOCIArchive writes img as an OCI image layout in a tar at out, the
 // form `ctr images import` reads.
 func writeOCIArchive(img image, out string) error {
-	bin, err := os.ReadFile(img.binary)
+	layer, err := layerTar(img)
 	if err != nil {
 		return err
 	}
-	layer, err := layerTar(filepath.Base(img.binary), bin)
-	if err != nil {
-		return err
+	env := img.env
+	if env == nil {
+		env = []string{"PATH=/"}
 	}
 	layerDigest := digest(layer)
 	config, err := json.Marshal(map[string]any{
@@ -53,7 +57,7 @@ func writeOCIArchive(img image, out string) error {
 		"config": map[string]any{
 			"Entrypoint": img.entrypoint,
 			"User":       img.user,
-			"Env":        []string{"PATH=/"},
+			"Env":        env,
 		},
 		"rootfs": map[string]any{"type": "layers", "diff_ids": []string{layerDigest}},
 	})
@@ -105,13 +109,15 @@ func writeOCIArchive(img image, out string) error {
 }
 
 // layerTar is the image's one layer.
-func layerTar(name string, bin []byte) ([]byte, error) {
+func layerTar(img image) ([]byte, error) {
 	var buf bytes.Buffer
 	w := tar.NewWriter(&buf)
+	dirs := map[string]bool{}
 	for _, dir := range []struct {
 		name string
 		mode int64
 	}{{"etc/", 0o755}, {"tmp/", 0o1777}} {
+		dirs[strings.TrimSuffix(dir.name, "/")] = true
 		if err := w.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: dir.name, Mode: dir.mode, ModTime: time.Unix(0, 0)}); err != nil {
 			return nil, err
 		}
@@ -122,13 +128,49 @@ func layerTar(name string, bin []byte) ([]byte, error) {
 	if err := addFile(w, "etc/group", 0o644, []byte("root:x:0:\nnonroot:x:65532:\n")); err != nil {
 		return nil, err
 	}
-	if err := addFile(w, name, 0o755, bin); err != nil {
-		return nil, err
+	if img.binary != "" {
+		bin, err := os.ReadFile(img.binary)
+		if err != nil {
+			return nil, err
+		}
+		if err := addFile(w, filepath.Base(img.binary), 0o755, bin); err != nil {
+			return nil, err
+		}
+	}
+	for _, f := range img.host {
+		name := strings.TrimPrefix(filepath.Clean(f), "/")
+		if err := addParents(w, dirs, filepath.Dir(name)); err != nil {
+			return nil, err
+		}
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		fi, err := os.Stat(f)
+		if err != nil {
+			return nil, err
+		}
+		if err := addFile(w, name, int64(fi.Mode().Perm()), data); err != nil {
+			return nil, err
+		}
 	}
 	if err := w.Close(); err != nil {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// addParents writes the directory dir and those above it that the layer
+// lacks.
+func addParents(w *tar.Writer, have map[string]bool, dir string) error {
+	if dir == "." || dir == "" || have[dir] {
+		return nil
+	}
+	if err := addParents(w, have, filepath.Dir(dir)); err != nil {
+		return err
+	}
+	have[dir] = true
+	return w.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: dir + "/", Mode: 0o755, ModTime: time.Unix(0, 0)})
 }
 
 func addFile(w *tar.Writer, name string, mode int64, data []byte) error {
@@ -170,6 +212,11 @@ func buildImages(ctx context.Context, root string, d dirs, productRef string) ([
 		{ref: pauseImage, binary: filepath.Join(out, "pause"), entrypoint: []string{"/pause"}, user: "65532:65532"},
 		{ref: appImage, binary: filepath.Join(out, "pause"), entrypoint: []string{"/pause"}, user: "65532:65532"},
 	}
+	py, err := pythonFiles(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("image %s: %w", pythonImage, err)
+	}
+	images = append(images, image{ref: pythonImage, host: py, env: []string{"PATH=/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE=1"}, entrypoint: []string{"/usr/bin/python3"}, user: "65532:65532"})
 	var archives []string
 	for _, img := range images {
 		a := filepath.Join(out, strings.NewReplacer("/", "_", ":", "_").Replace(img.ref)+".tar")

@@ -3,13 +3,16 @@ package main
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The archive is an OCI image layout whose every blob is named by its
@@ -122,5 +125,57 @@ func untarHeaders(t *testing.T, b []byte) map[string]*tar.Header {
 			t.Fatal(err)
 		}
 		headers[h.Name] = h
+	}
+}
+
+// The python image holds all python3 needs: its layer, unpacked alone
+// (nothing of the host's filesystem), runs the standard library modules
+// examples/python-worker imports, as the image's user.
+func TestPythonImageRunsOnItsOwn(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("chroot needs root, as hack/cluster does")
+	}
+	files, err := pythonFiles(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	layer, err := layerTar(image{host: files})
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	r := tar.NewReader(bytes.NewReader(layer))
+	for {
+		h, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(root, h.Name)
+		if h.Typeflag == tar.TypeDir {
+			if err := os.MkdirAll(p, os.FileMode(h.Mode)&os.ModePerm); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		data, err := io.ReadAll(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, data, os.FileMode(h.Mode)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "chroot", "--userspec=65532:65532", root, "/usr/bin/python3", "-c",
+		"import json, os, signal, sys, time, urllib.request; print('ok', sys.prefix)").CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "ok /usr" {
+		t.Fatalf("python3 in the image's layer alone: %v\n%s", err, out)
 	}
 }

@@ -38,10 +38,12 @@ type State struct {
 	RedisAddr string `json:"redisAddr"`
 	// HostRedisAddr is the same Redis from the host (a loopback port).
 	HostRedisAddr string `json:"hostRedisAddr"`
-	// ProductImage, PauseImage and AppImage are the imported images.
+	// ProductImage, PauseImage, AppImage and PythonImage are the
+	// imported images.
 	ProductImage string `json:"productImage"`
 	PauseImage   string `json:"pauseImage"`
 	AppImage     string `json:"appImage"`
+	PythonImage  string `json:"pythonImage"`
 	// Pid is unshare's: the namespaces live as long as it does.
 	Pid int `json:"pid"`
 	// PidNS is the link of /proc/<node>/ns/pid, to check nothing is left.

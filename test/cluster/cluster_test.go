@@ -18,6 +18,7 @@ import (
 
 	"github.com/redislock/redislock/api/v1alpha1"
 	"github.com/redislock/redislock/internal/leaderhttp"
+	"github.com/redislock/redislock/internal/testenv"
 )
 
 // Deadlines on a loaded 2-core machine. Each is far above what it takes
@@ -48,9 +49,9 @@ func TestChartOnARealCluster(t *testing.T) {
 	// webhook answers through its Service; what follows goes at once.
 	start := time.Now()
 	hook := watchHook(releaseNS)
-	mustHelm(t, installTimeout+10*time.Second, "install", release, "charts/redislock", "-n", releaseNS, "--create-namespace",
+	mustHelm(t, installTimeout+10*time.Second, append(readmeInstall(t),
 		"--wait", "--timeout", installTimeout.String(),
-		"--set", "leaderElection.mode=redislock", "--set", "redis.addrs={"+cluster.RedisAddr+"}")
+		"--set", "leaderElection.mode=redislock", "--set", "redis.addrs={"+cluster.RedisAddr+"}")...)
 	t.Logf("helm install --wait: returned in %.1fs", time.Since(start).Seconds())
 	logAvailability(t, releaseNS, release+"-redislock-controller")
 	webhookAnswersAtOnce(t)
@@ -121,8 +122,31 @@ func TestChartOnARealCluster(t *testing.T) {
 		waitForOneLeader(t, 3, "")
 		leaderAnswersAgree(t)
 	})
+	t.Run("examples/python-worker: one pod leads and only it runs the worker", func(t *testing.T) { pythonWorker(t) })
 	t.Run("the controller's own election in redislock mode survives killing its leader", func(t *testing.T) { controllerFailover(t) })
 	t.Run("the chart's RBAC is enough, and no more than the agent and the controller need", func(t *testing.T) { rbacIsEnough(t) })
+}
+
+// readmeInstall is the README's helm install (its block id=helm-install),
+// as helm's arguments, with this test's release name; the test adds only
+// --wait (to time it) and the controller's election on the cluster's Redis.
+func readmeInstall(t *testing.T) []string {
+	t.Helper()
+	block, err := testenv.DocBlockByID(repoRoot, "README.md", "helm-install")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmds, err := testenv.Commands(block.Text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"helm", "install", "redislock", "charts/redislock", "-n", releaseNS, "--create-namespace"}
+	if len(cmds) != 1 || !slices.Equal(cmds[0], want) {
+		t.Fatalf("README.md:%d gives %q; this test runs %q (with its own release name)", block.Line, cmds, want)
+	}
+	args := slices.Clone(cmds[0][1:])
+	args[1] = release
+	return args
 }
 
 func uninstall(t *testing.T) {

@@ -25,6 +25,8 @@ type state struct {
 	Kubeconfig string `json:"kubeconfig"`
 	RedisAddr  string `json:"redisAddr"`
 	AppImage   string `json:"appImage"`
+	// PythonImage has the host's python3, for examples/python-worker.
+	PythonImage string `json:"pythonImage"`
 }
 
 var (
