@@ -134,6 +134,17 @@ func newClaims(t *testing.T) *claims {
 	if len(c.flags["hack/demo"]) == 0 {
 		t.Fatalf("go run ./hack/demo -h listed no flags:\n%s", out)
 	}
+	// examples/operator's flags, as its cmd/main.go declares them.
+	opMain, err := os.ReadFile("examples/operator/cmd/main.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range regexp.MustCompile(`flag\.[A-Za-z]+Var\(&\w+, "([a-z0-9-]+)"`).FindAllStringSubmatch(string(opMain), -1) {
+		c.flags["examples/operator"] = append(c.flags["examples/operator"], m[1])
+	}
+	if !slices.Contains(c.flags["examples/operator"], "leader-elect") {
+		t.Fatalf("examples/operator/cmd/main.go: no flag.BoolVar(&x, \"leader-elect\", ...) found")
+	}
 	mk, err := os.ReadFile("Makefile")
 	if err != nil {
 		t.Fatal(err)
@@ -295,8 +306,8 @@ func (c *claims) command(path string, line int, w []string) {
 // Go's, helm's and kubectl's.
 var externalFlags = []string{"race", "buildvcs", "count", "run", "wait", "force-conflicts", "server-side", "create-namespace", "dry-run", "set", "values"}
 
-// anyFlag says whether name is a flag of a redislock command, of hack/demo
-// or one of externalFlags.
+// anyFlag says whether name is a flag of a redislock command, of hack/demo,
+// examples/operator, or one of externalFlags.
 func (c *claims) anyFlag(name string) bool {
 	for _, fs := range c.flags {
 		if slices.Contains(fs, name) {
@@ -351,7 +362,7 @@ func (c *claims) span(path string, s testenv.DocText) {
 	switch {
 	case flagSpan.MatchString(text):
 		if name, _ := flagName(text); !c.anyFlag(name) {
-			c.errorf(path, s.Line, "%s: no redislock command, hack/demo or tool named in externalFlags has this flag", text)
+			c.errorf(path, s.Line, "%s: no redislock command, hack/demo, examples/operator or tool named in externalFlags has this flag", text)
 		}
 	case repoPath.MatchString(text):
 		c.path(path, s.Line, text)
