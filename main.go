@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/redislock/redislock/internal/agent"
+	"github.com/redislock/redislock/internal/cli"
 	"github.com/redislock/redislock/internal/controllercmd"
 	"github.com/redislock/redislock/internal/webhookwait"
 )
@@ -57,15 +58,19 @@ func main() {
 		stop()
 		code := 1
 		var exit *agent.ExitError
-		if errors.As(err, &exit) {
+		switch {
+		case errors.As(err, &exit):
 			code = exit.Code
+		case errors.Is(err, cli.ErrUsage):
+			code = 2 // as the flag package has it
 		}
 		os.Exit(code)
 	}
 }
 
 // run runs the command args name, writing what the user asked to see
-// (usage, version) to stdout. Asking a command for its flags (-h) is not an
+// (usage, version) to stdout. A command line that cannot run gives an
+// error matching cli.ErrUsage (exit 2). Asking a command for its flags (-h) is not an
 // error: the flag package has printed them.
 func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(args) == 0 {
@@ -85,7 +90,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		err = webhookwait.Command(ctx, args[1:], os.Stderr)
 	case agent.InstallCommand: // run by the webhook's init container
 		if len(args) != 2 {
-			return fmt.Errorf("usage: redislock %s DEST", agent.InstallCommand)
+			return cli.Usagef("usage: redislock %s DEST", agent.InstallCommand)
 		}
 		err = agent.Install(args[1])
 	case agent.GuardCommand: // run by the agent, not by users
@@ -94,7 +99,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 			err = &agent.ExitError{Code: code, Reason: "the command exited"}
 		}
 	default:
-		return fmt.Errorf("unknown subcommand %q: want controller, agent, webhook-wait or version (redislock help lists them)", args[0])
+		return cli.Usagef("unknown subcommand %q: want controller, agent, webhook-wait or version (redislock help lists them)", args[0])
 	}
 	if errors.Is(err, flag.ErrHelp) {
 		return nil

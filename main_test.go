@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -9,11 +11,15 @@ import (
 	"runtime/debug"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The binary as a user runs it: help is asked for and answered (exit 0, on
-// stdout for the command list), a bare `redislock` is a usage error (exit 2,
-// on stderr, as Go's own tools do), and a wrong command is an error (exit 1).
+// stdout for the command list); a bare `redislock`, a wrong command, flag or
+// value is a usage error (exit 2, on stderr, as Go's own tools do), in one
+// line that names the flag, found before anything connects (no kubeconfig
+// here: a command that tried to load one would fail with another message);
+// a failure after that exits 1.
 func TestCommandLine(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "redislock")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
@@ -27,6 +33,7 @@ func TestCommandLine(t *testing.T) {
 		stdout   []string // each must appear on stdout
 		stderr   []string // each must appear on stderr
 		noStdout bool
+		oneLine  bool // stderr is one line
 	}{
 		{args: nil, code: 2, stderr: append([]string{"usage: redislock"}, commands...), noStdout: true},
 		{args: []string{"-h"}, code: 0, stdout: append([]string{"usage: redislock"}, commands...)},
@@ -38,17 +45,37 @@ func TestCommandLine(t *testing.T) {
 		{args: []string{"controller", "-h"}, code: 0, stderr: []string{"-metrics-bind-address", "-agent-image", "-kubeconfig"}},
 		{args: []string{"controller", "--help"}, code: 0, stderr: []string{"-leader-elect"}},
 		{args: []string{"webhook-wait", "-h"}, code: 0, stderr: []string{"-url", "-connect", "-ca-file", "-timeout"}},
-		{args: []string{"webhook-wait", "-url", "http://x"}, code: 1, stderr: []string{"webhook-wait: -url", "want https://"}, noStdout: true},
+		{args: []string{"webhook-wait", "-url", "http://x"}, code: 2, stderr: []string{"webhook-wait: -url", "want https://"}, noStdout: true, oneLine: true},
+		{args: []string{"webhook-wait", "-url", "https://x", "-timeout=0s"}, code: 2, stderr: []string{"webhook-wait: -timeout 0s"}, noStdout: true, oneLine: true},
+		{args: []string{"webhook-wait", "-nope"}, code: 2, stderr: []string{"webhook-wait: flag provided but not defined: -nope", "redislock webhook-wait -h"}, noStdout: true, oneLine: true},
 		{args: []string{"version"}, code: 0, stdout: []string{versionOf(chartAppVersion(t), builtInfo(t, bin))}},
 		// -kubeconfig is the file both commands connect with.
 		{args: []string{"agent", "-kubeconfig", missing, "-lock", "l", "-namespace", "ns", "-identity", "a"}, code: 1, stderr: []string{"agent: kubeconfig " + missing}, noStdout: true},
 		{args: []string{"controller", "-kubeconfig", missing}, code: 1, stderr: []string{"controller: kubeconfig " + missing}, noStdout: true},
-		{args: []string{"nope"}, code: 1, stderr: []string{`unknown subcommand "nope"`}, noStdout: true},
+		{args: []string{"nope"}, code: 2, stderr: []string{`unknown subcommand "nope"`}, noStdout: true, oneLine: true},
+		// Usage errors, checked before a kubeconfig is loaded.
+		{args: []string{"agent"}, code: 2, stderr: []string{"agent: -lock: required"}, noStdout: true, oneLine: true},
+		{args: []string{"agent", "-lock", "l"}, code: 2, stderr: []string{"agent: -namespace (or $POD_NAMESPACE): required"}, noStdout: true, oneLine: true},
+		{args: []string{"agent", "-lock", "Bad_Name", "-namespace", "ns", "-identity", "a"}, code: 2, stderr: []string{`agent: -lock: "Bad_Name" is not a RedisLock name`}, noStdout: true, oneLine: true},
+		{args: []string{"agent", "-lock", "l", "-namespace", "ns", "-identity", "a", "-on-lost=maybe", "--", "true"}, code: 2, stderr: []string{`agent: -on-lost: "maybe": want exit or campaign`}, noStdout: true, oneLine: true},
+		{args: []string{"agent", "-lock", "l", "-namespace", "ns", "-identity", "a", "-on-lost=campaign"}, code: 2, stderr: []string{"agent: -on-lost: set without a command"}, noStdout: true, oneLine: true},
+		{args: []string{"agent", "-nope"}, code: 2, stderr: []string{"agent: flag provided but not defined: -nope", "redislock agent -h"}, noStdout: true, oneLine: true},
+		{args: []string{"agent", "-label-pod=maybe"}, code: 2, stderr: []string{`agent: invalid boolean value "maybe" for -label-pod`}, noStdout: true, oneLine: true},
+		{args: []string{"controller", "-webhook-certs=bogus"}, code: 2, stderr: []string{`controller: -webhook-certs="bogus": want self or provided`}, noStdout: true, oneLine: true},
+		{args: []string{"controller", "-agent-image=x"}, code: 2, stderr: []string{"controller: -webhook-certs=self needs POD_NAMESPACE"}, noStdout: true, oneLine: true},
+		{args: []string{"controller", "-leader-election-redislock=x"}, code: 2, stderr: []string{`controller: -leader-election-redislock="x": want NAMESPACE/NAME`}, noStdout: true, oneLine: true},
+		{args: []string{"controller", "-leader-elect", "-leader-election-redislock=a/b"}, code: 2, stderr: []string{"controller: -leader-elect (a Lease) and -leader-election-redislock exclude each other"}, noStdout: true, oneLine: true},
+		{args: []string{"controller", "-max-concurrent-reconciles=0"}, code: 2, stderr: []string{"controller: -max-concurrent-reconciles=0: want 1 or more"}, noStdout: true, oneLine: true},
+		{args: []string{"controller", "-watch-namespaces=Shop"}, code: 2, stderr: []string{`controller: -watch-namespaces: "Shop"`}, noStdout: true, oneLine: true},
+		{args: []string{"controller", "-agent-cpu-request=lots"}, code: 2, stderr: []string{`controller: -agent-cpu-request="lots" is not a quantity`}, noStdout: true, oneLine: true},
+		{args: []string{"controller", "extra"}, code: 2, stderr: []string{`controller: unexpected arguments ["extra"]`}, noStdout: true, oneLine: true},
 	}
 	for _, tc := range cases {
 		t.Run(strings.Join(append([]string{"redislock"}, tc.args...), " "), func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
 			cmd := exec.Command(bin, tc.args...)
+			// No kubeconfig anywhere, and not in a cluster.
+			cmd.Env = []string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH")}
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
 			code := 0
 			if err := cmd.Run(); err != nil {
@@ -70,6 +97,9 @@ func TestCommandLine(t *testing.T) {
 				if !strings.Contains(stderr.String(), want) {
 					t.Errorf("stderr %q lacks %q", &stderr, want)
 				}
+			}
+			if n := strings.Count(strings.TrimSuffix(stderr.String(), "\n"), "\n") + 1; tc.oneLine && n != 1 {
+				t.Errorf("stderr has %d lines, want 1:\n%s", n, &stderr)
 			}
 			if tc.noStdout && stdout.Len() > 0 {
 				t.Errorf("stdout %q, want nothing", &stdout)
@@ -137,4 +167,55 @@ func chartAppVersion(t *testing.T) string {
 	}
 	t.Fatal("no appVersion in charts/redislock/Chart.yaml")
 	return ""
+}
+
+// An agent that cannot reach the API server retries: it logs the cause once,
+// at info, without the stack trace that zap adds to errors by default
+// (which buried the reason once a second).
+func TestAgentLogsRetriesWithoutStackTraces(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "redislock")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: down, cluster: {server: "http://127.0.0.1:1"}}]
+users: [{name: u, user: {}}]
+contexts: [{name: c, context: {cluster: down, user: u}}]
+current-context: c
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "agent", "-kubeconfig", kubeconfig, "-lock", "l", "-namespace", "ns",
+		"-identity", "a", "-label-pod", "-http-address", "127.0.0.1:0")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}()
+	var seen []string
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() {
+		line := sc.Text()
+		seen = append(seen, line)
+		if strings.Contains(line, `"stacktrace"`) {
+			t.Fatalf("a log line with a stack trace:\n%s", line)
+		}
+		if strings.Contains(line, "cannot campaign yet") {
+			if !strings.Contains(line, `"level":"info"`) || !strings.Contains(line, "127.0.0.1:1") {
+				t.Errorf("want the retry at info with its cause (the API server's address): %s", line)
+			}
+			return
+		}
+	}
+	t.Fatalf("the agent stopped or went quiet before it logged a retry (%v); its log:\n%s", sc.Err(), strings.Join(seen, "\n"))
 }

@@ -7,12 +7,14 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
@@ -105,20 +107,52 @@ type Agent struct {
 	openErr error              // why it is not campaigning yet
 }
 
-// New checks o and returns an Agent that talks to the API server through
-// cfg. It does no I/O.
-func New(cfg *rest.Config, o Options) (*Agent, error) {
+// OptionError is an invalid Options field; it matches ErrInvalidOptions.
+type OptionError struct {
+	// Field is the Options field, as "Lock.Name".
+	Field string
+	// Reason says what is wrong with its value.
+	Reason string
+}
+
+func (e *OptionError) Error() string {
+	return fmt.Sprintf("%v: %s: %s", ErrInvalidOptions, e.Field, e.Reason)
+}
+
+// Is makes an OptionError match ErrInvalidOptions.
+func (e *OptionError) Is(target error) bool { return target == ErrInvalidOptions }
+
+// validate returns an *OptionError for the first invalid field of o.
+func (o Options) validate() error {
+	invalid := func(field, format string, args ...any) error {
+		return &OptionError{Field: field, Reason: fmt.Sprintf(format, args...)}
+	}
 	switch {
 	case o.Lock.Name == "":
-		return nil, fmt.Errorf("%w: Lock.Name is empty", ErrInvalidOptions)
+		return invalid("Lock.Name", "required: the name of the RedisLock to campaign for")
 	case o.Lock.Namespace == "":
-		return nil, fmt.Errorf("%w: Lock.Namespace is empty", ErrInvalidOptions)
+		return invalid("Lock.Namespace", "required: the namespace of the RedisLock and of this pod")
 	case o.Identity == "":
-		return nil, fmt.Errorf("%w: Identity is empty", ErrInvalidOptions)
+		return invalid("Identity", "required: this candidate's identity, the pod's name")
 	case o.OnLost != "" && !onLostValues.Has(o.OnLost):
-		return nil, fmt.Errorf("%w: OnLost %q: want %s or %s", ErrInvalidOptions, o.OnLost, OnLostExit, OnLostCampaign)
+		return invalid("OnLost", "%q: want %s or %s", o.OnLost, OnLostExit, OnLostCampaign)
 	case o.OnLost != "" && len(o.Command) == 0:
-		return nil, fmt.Errorf("%w: OnLost is set without a Command", ErrInvalidOptions)
+		return invalid("OnLost", "set without a command to run (after --)")
+	}
+	if errs := validation.IsDNS1123Subdomain(o.Lock.Name); len(errs) > 0 {
+		return invalid("Lock.Name", "%q is not a RedisLock name: %s", o.Lock.Name, strings.Join(errs, "; "))
+	}
+	if errs := validation.IsDNS1123Label(o.Lock.Namespace); len(errs) > 0 {
+		return invalid("Lock.Namespace", "%q is not a namespace: %s", o.Lock.Namespace, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// New checks o (an *OptionError for an invalid field) and returns an Agent
+// that talks to the API server through cfg. It does no I/O.
+func New(cfg *rest.Config, o Options) (*Agent, error) {
+	if err := o.validate(); err != nil {
+		return nil, err
 	}
 	if o.OnLost == "" {
 		o.OnLost = OnLostExit
@@ -268,10 +302,17 @@ func (a *Agent) open(ctx context.Context) *redisconn.Candidate {
 			return nil
 		}
 		a.mu.Lock()
+		same := a.openErr != nil && a.openErr.Error() == err.Error()
 		a.openErr = err
 		a.mu.Unlock()
 		retryIn := backoff.Step()
-		a.o.Logger.Error(err, "cannot campaign yet", "retryIn", retryIn.String())
+		// A retry, not a defect: logged at info once per cause (the
+		// reason stays in /leader), the repeats at V(1).
+		log := a.o.Logger
+		if same {
+			log = log.V(1)
+		}
+		log.Info("cannot campaign yet; retrying", "error", err.Error(), "retryIn", retryIn.String())
 		t := a.o.Clock.NewTimer(retryIn)
 		select {
 		case <-ctx.Done():

@@ -24,9 +24,13 @@ func TestNewRejectsEachBrokenRule(t *testing.T) {
 		o    Options
 		want string
 	}{
-		{Options{Lock: types.NamespacedName{Namespace: "shop"}, Identity: "a"}, "Lock.Name is empty"},
-		{Options{Lock: types.NamespacedName{Name: "worker"}, Identity: "a"}, "Lock.Namespace is empty"},
-		{Options{Lock: lock}, "Identity is empty"},
+		{Options{Lock: types.NamespacedName{Namespace: "shop"}, Identity: "a"}, "Lock.Name: required"},
+		{Options{Lock: types.NamespacedName{Namespace: "shop", Name: "Bad_Name"}, Identity: "a"}, `Lock.Name: "Bad_Name" is not a RedisLock name`},
+		{Options{Lock: types.NamespacedName{Name: "worker"}, Identity: "a"}, "Lock.Namespace: required"},
+		{Options{Lock: types.NamespacedName{Namespace: "shop.x", Name: "worker"}, Identity: "a"}, `Lock.Namespace: "shop.x" is not a namespace`},
+		{Options{Lock: lock}, "Identity: required"},
+		{Options{Lock: lock, Identity: "a", Command: []string{"true"}, OnLost: "maybe"}, `OnLost: "maybe": want exit or campaign`},
+		{Options{Lock: lock, Identity: "a", OnLost: OnLostCampaign}, "OnLost: set without a command"},
 	}
 	for _, tc := range cases {
 		_, err := New(cfg, tc.o)

@@ -2,19 +2,31 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 
 	"k8s.io/apimachinery/pkg/types"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/redislock/redislock/internal/cli"
 	"github.com/redislock/redislock/internal/kubeconfig"
 	"github.com/redislock/redislock/internal/redisconn"
 )
 
-// Command runs `redislock agent` with args until ctx ends.
+// optionFlags name, for each Options field that the agent's flags set, the
+// flag (and environment variable) that sets it.
+var optionFlags = map[string]string{
+	"Lock.Name":      "-lock",
+	"Lock.Namespace": "-namespace (or $POD_NAMESPACE)",
+	"Identity":       "-identity (or $POD_NAME)",
+	"OnLost":         "-on-lost",
+	"Command":        "the command after --",
+}
+
+// Command runs `redislock agent` with args until ctx ends. Flags that
+// cannot work give a usage error (cli.ErrUsage) naming the flag, before
+// the agent loads a kubeconfig or connects to anything.
 func Command(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 	lock := fs.String("lock", "", "name of the RedisLock to campaign for (required)")
@@ -31,26 +43,33 @@ func Command(ctx context.Context, args []string) error {
 		_, _ = fmt.Fprintf(fs.Output(), "usage: redislock agent -lock NAME [flags] [-- CMD ARGS...]\n\nWith CMD, the agent runs it only while it leads, stops it when leadership ends, and exits with its exit code.\n\n")
 		fs.PrintDefaults()
 	}
-	zapOpts := zap.Options{}
-	zapOpts.BindFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	logFlags := cli.BindLogFlags(fs)
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
-	log := zap.New(zap.UseFlagOptions(&zapOpts))
-	ctrl.SetLogger(log)
+	o := Options{
+		Lock:     types.NamespacedName{Namespace: *namespace, Name: *lock},
+		Identity: *identity, Addr: *addr, LabelPod: *labelPod, LeaderFile: *leaderFile,
+		ClusterID: *clusterID, Hook: *hook,
+		Command: fs.Args(), OnLost: onLostFlag(fs.Args(), *onLost),
+	}
+	if err := o.validate(); err != nil {
+		var oe *OptionError
+		if errors.As(err, &oe) && optionFlags[oe.Field] != "" {
+			return cli.Usagef("agent: %s: %s (redislock agent -h lists the flags)", optionFlags[oe.Field], oe.Reason)
+		}
+		return cli.Usage(err)
+	}
+	log := logFlags.Logger()
 	redisconn.RouteRedisLogs(log)
+	o.Logger = log.WithName("agent")
 	cfg, err := kubeconfig.Load(*kubeconfigPath)
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
-	a, err := New(cfg, Options{
-		Lock:     types.NamespacedName{Namespace: *namespace, Name: *lock},
-		Identity: *identity, Addr: *addr, LabelPod: *labelPod, LeaderFile: *leaderFile,
-		ClusterID: *clusterID, Hook: *hook, Logger: log.WithName("agent"),
-		Command: fs.Args(), OnLost: onLostFlag(fs.Args(), *onLost),
-	})
+	a, err := New(cfg, o)
 	if err != nil {
-		return fmt.Errorf("%w (flags -lock, -namespace or $POD_NAMESPACE, -identity or $POD_NAME)", err)
+		return fmt.Errorf("agent: %w", err)
 	}
 	return a.Run(ctx)
 }

@@ -25,13 +25,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/redislock/redislock/api/v1alpha1"
 	"github.com/redislock/redislock/controllers"
+	"github.com/redislock/redislock/internal/cli"
 	"github.com/redislock/redislock/internal/inject"
 	"github.com/redislock/redislock/internal/kubeconfig"
 	"github.com/redislock/redislock/internal/redisconn"
@@ -149,20 +149,41 @@ func Run(ctx context.Context, args []string) error {
 	workers := fs.Int("max-concurrent-reconciles", 4, "how many RedisLocks are reconciled at once: a lock whose Redis is slow to answer holds up one of them for up to its nodeTimeout")
 	var wf webhookFlags
 	wf.bind(fs)
-	zapOpts := zap.Options{}
-	zapOpts.BindFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	logFlags := cli.BindLogFlags(fs)
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
+	// Every flag is checked before anything connects: a usage error
+	// names the flag.
+	if fs.NArg() > 0 {
+		return cli.Usagef("controller: unexpected arguments %q", fs.Args())
+	}
 	if *workers < 1 {
-		return fmt.Errorf("controller: -max-concurrent-reconciles=%d: want 1 or more", *workers)
+		return cli.Usagef("controller: -max-concurrent-reconciles=%d: want 1 or more", *workers)
 	}
 	agentResources, err := wf.agentResources()
 	if err != nil {
-		return err
+		return cli.Usage(err)
 	}
-	log := zap.New(zap.UseFlagOptions(&zapOpts))
-	ctrl.SetLogger(log)
+	if err := wf.check(); err != nil {
+		return cli.Usage(err)
+	}
+	cacheOpts, err := cacheOptions(*watchNamespaces, *lockClass)
+	if err != nil {
+		return cli.Usage(fmt.Errorf("controller: %w", err))
+	}
+	var leaderLock types.NamespacedName
+	if *leaderRedisLock != "" {
+		if *leaderElect {
+			return cli.Usagef("controller: -leader-elect (a Lease) and -leader-election-redislock exclude each other")
+		}
+		ns, name, ok := strings.Cut(*leaderRedisLock, "/")
+		if !ok || validation.IsDNS1123Label(ns) != nil || validation.IsDNS1123Subdomain(name) != nil {
+			return cli.Usagef("controller: -leader-election-redislock=%q: want NAMESPACE/NAME", *leaderRedisLock)
+		}
+		leaderLock = types.NamespacedName{Namespace: ns, Name: name}
+	}
+	log := logFlags.Logger()
 	redisconn.RouteRedisLogs(log)
 
 	scheme := runtime.NewScheme()
@@ -173,10 +194,6 @@ func Run(ctx context.Context, args []string) error {
 		return err
 	}
 	cfg, err := kubeconfig.Load(*kubeconfigPath)
-	if err != nil {
-		return fmt.Errorf("controller: %w", err)
-	}
-	cacheOpts, err := cacheOptions(*watchNamespaces, *lockClass)
 	if err != nil {
 		return fmt.Errorf("controller: %w", err)
 	}
@@ -196,15 +213,8 @@ func Run(ctx context.Context, args []string) error {
 		// about a second, not a LeaseDuration).
 		LeaderElectionReleaseOnCancel: true,
 	}
-	if *leaderRedisLock != "" {
-		if *leaderElect {
-			return fmt.Errorf("controller: -leader-elect (a Lease) and -leader-election-redislock exclude each other")
-		}
-		ns, name, ok := strings.Cut(*leaderRedisLock, "/")
-		if !ok || ns == "" || name == "" {
-			return fmt.Errorf("controller: -leader-election-redislock=%q: want NAMESPACE/NAME", *leaderRedisLock)
-		}
-		le, err := mgrelection.ForRedisLock(ctx, cfg, types.NamespacedName{Namespace: ns, Name: name}, "")
+	if leaderLock.Name != "" {
+		le, err := mgrelection.ForRedisLock(ctx, cfg, leaderLock, "")
 		if err != nil {
 			return fmt.Errorf("controller: leader election: %w", err)
 		}
@@ -274,21 +284,27 @@ func cacheOptions(watchNamespaces, lockClass string) (cache.Options, error) {
 	return o, nil
 }
 
+// check says what is wrong with the webhook's flags, if anything: a value
+// that is never valid, or (with -agent-image, which turns the webhook on)
+// one that cannot work here.
+func (w *webhookFlags) check() error {
+	if w.certs != certsSelf && w.certs != certsProvided {
+		return fmt.Errorf("controller: -webhook-certs=%q: want %s or %s", w.certs, certsSelf, certsProvided)
+	}
+	if w.agentImage != "" && w.certs == certsSelf && os.Getenv("POD_NAMESPACE") == "" {
+		return fmt.Errorf("controller: -webhook-certs=self needs POD_NAMESPACE, the namespace of its Secret")
+	}
+	return nil
+}
+
 // certManager returns the manager of the webhook's certificate with
 // -webhook-certs=self, after a first pass that writes the files the
 // webhook server needs to start; nil with -webhook-certs=provided.
 func (w *webhookFlags) certManager(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, log logr.Logger) (*webhookcert.Manager, error) {
-	switch w.certs {
-	case certsProvided:
+	if w.certs == certsProvided {
 		return nil, nil
-	case certsSelf:
-	default:
-		return nil, fmt.Errorf("controller: -webhook-certs=%q: want %s or %s", w.certs, certsSelf, certsProvided)
 	}
 	ns := os.Getenv("POD_NAMESPACE")
-	if ns == "" {
-		return nil, fmt.Errorf("controller: -webhook-certs=self needs POD_NAMESPACE, the namespace of its Secret")
-	}
 	hosts := []string{"redislock-webhook-service." + ns + ".svc"}
 	if w.hosts != "" {
 		hosts = strings.Split(strings.ReplaceAll(w.hosts, " ", ""), ",")

@@ -31,6 +31,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/redislock/redislock/internal/cli"
 	"github.com/redislock/redislock/internal/inject"
 )
 
@@ -71,39 +72,41 @@ func Command(ctx context.Context, args []string, log io.Writer) error {
 		_, _ = fmt.Fprintf(fs.Output(), "usage: redislock %s -url URL [flags]\n\nPOSTs an AdmissionReview for a pod without the lock annotation to the injection webhook, once per interval, until it is allowed under the UID sent; exits 0 then, 1 at the timeout with the last reason.\n\n", Name)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("%s: unexpected arguments %q", Name, fs.Args())
+		return cli.Usagef("%s: unexpected arguments %q", Name, fs.Args())
+	}
+	if _, _, err := o.check(); err != nil {
+		return cli.Usage(err)
 	}
 	return Wait(ctx, o)
 }
 
-// Wait tries o.URL once per o.Interval until the webhook allows the probe,
-// and returns nil then; after o.Timeout, or when ctx ends, an error with
-// the last attempt's reason. Each failed attempt's reason goes to o.Log.
-func Wait(ctx context.Context, o Options) error {
+// check returns the URL to POST to and the address to connect to, or an
+// error naming the flag whose value cannot work.
+func (o Options) check() (*url.URL, string, error) {
 	u, err := url.Parse(o.URL)
 	if err != nil {
-		return fmt.Errorf("%s: -url: %w", Name, err)
+		return nil, "", fmt.Errorf("%s: -url: %w", Name, err)
 	}
 	if u.Scheme != "https" || u.Hostname() == "" {
-		return fmt.Errorf("%s: -url %q: want https://<service>.<namespace>.svc:443%s", Name, o.URL, inject.Path)
+		return nil, "", fmt.Errorf("%s: -url %q: want https://<service>.<namespace>.svc:443%s", Name, o.URL, inject.Path)
 	}
 	if strings.Contains(o.Connect, "$(") {
 		// Kubernetes leaves $(VAR) as it is when VAR is not set.
-		return fmt.Errorf("%s: -connect %q: the variable was not set (the kubelet sets <SERVICE>_SERVICE_HOST only for the Services of the pod's namespace that existed before it started)", Name, o.Connect)
+		return nil, "", fmt.Errorf("%s: -connect %q: the variable was not set (the kubelet sets <SERVICE>_SERVICE_HOST only for the Services of the pod's namespace that existed before it started)", Name, o.Connect)
 	}
 	if strings.Contains(o.Connect, ":") && net.ParseIP(o.Connect) == nil {
-		return fmt.Errorf("%s: -connect %q: want a host or an IP, without a port (the port is the URL's)", Name, o.Connect)
+		return nil, "", fmt.Errorf("%s: -connect %q: want a host or an IP, without a port (the port is the URL's)", Name, o.Connect)
 	}
 	for _, d := range []struct {
 		flag string
 		v    time.Duration
 	}{{"-timeout", o.Timeout}, {"-interval", o.Interval}, {"-attempt-timeout", o.AttemptTimeout}} {
 		if d.v <= 0 {
-			return fmt.Errorf("%s: %s %v: want a positive duration", Name, d.flag, d.v)
+			return nil, "", fmt.Errorf("%s: %s %v: want a positive duration", Name, d.flag, d.v)
 		}
 	}
 	port := u.Port()
@@ -113,6 +116,17 @@ func Wait(ctx context.Context, o Options) error {
 	target := net.JoinHostPort(u.Hostname(), port)
 	if o.Connect != "" {
 		target = net.JoinHostPort(o.Connect, port)
+	}
+	return u, target, nil
+}
+
+// Wait tries o.URL once per o.Interval until the webhook allows the probe,
+// and returns nil then; after o.Timeout, or when ctx ends, an error with
+// the last attempt's reason. Each failed attempt's reason goes to o.Log.
+func Wait(ctx context.Context, o Options) error {
+	u, target, err := o.check()
+	if err != nil {
+		return err
 	}
 	logf := func(format string, args ...any) {
 		if o.Log != nil {
