@@ -5,8 +5,13 @@
 //	redislock_renew_duration_seconds{lock,result}     histogram
 //	redislock_lost_total{lock}                        counter
 //	redislock_leader_transitions_total{lock}          counter
+//	redislock_wait_duration_seconds{lock,result}      histogram
 //
-// result is one of ok, not_obtained, no_quorum, lost, invalid or error.
+// result is one of ok, not_obtained, guarded, no_quorum, lost, invalid or
+// error. The wait histogram covers ObtainWait calls and Elector campaigns,
+// from the first attempt to the grant (or, for ObtainWait, to the error it
+// returned); contention, the attempts refused because another process held
+// the lock, is redislock_acquire_duration_seconds_count{result="not_obtained"}.
 package promlock
 
 import (
@@ -25,6 +30,7 @@ type Metrics struct {
 	renew       *prometheus.HistogramVec
 	lost        *prometheus.CounterVec
 	transitions *prometheus.CounterVec
+	wait        *prometheus.HistogramVec
 }
 
 var _ redislock.Metrics = (*Metrics)(nil)
@@ -48,8 +54,14 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "redislock_leader_transitions_total", Help: "Leader changes seen by this process's electors.",
 		}, []string{"lock"}),
+		// A wait lasts from a millisecond (a free lock) to a holder's
+		// whole term: 1ms to 70min.
+		wait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "redislock_wait_duration_seconds", Help: "Time from the first attempt of an ObtainWait or an elector's campaign to the grant (or the error), by outcome.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 12),
+		}, []string{"lock", "result"}),
 	}
-	for _, c := range []prometheus.Collector{m.acquire, m.renew, m.lost, m.transitions} {
+	for _, c := range []prometheus.Collector{m.acquire, m.renew, m.lost, m.transitions, m.wait} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("promlock: register: %w", err)
 		}
@@ -72,6 +84,11 @@ func (m *Metrics) Lost(lock string) { m.lost.WithLabelValues(lock).Inc() }
 
 // Transition counts a leader change.
 func (m *Metrics) Transition(lock string) { m.transitions.WithLabelValues(lock).Inc() }
+
+// Wait observes one wait for a lock.
+func (m *Metrics) Wait(lock string, took time.Duration, err error) {
+	m.wait.WithLabelValues(lock, Result(err)).Observe(took.Seconds())
+}
 
 // Result names the outcome of a lock call for the result label.
 func Result(err error) string {

@@ -34,17 +34,23 @@ func TestMetricsFollowLockCalls(t *testing.T) {
 	if _, err := c.Obtain(ctx, "m", 10*time.Second); !errors.Is(err, redislock.ErrNotObtained) {
 		t.Fatal(err)
 	}
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if _, err := c.ObtainWait(short, "m", 10*time.Second, nil); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatal(err)
+	}
 	s.Kill()
 	if err := l.Refresh(ctx); !errors.Is(err, redislock.ErrNoQuorum) {
 		t.Fatal(err)
 	}
-	got, err := testutil.GatherAndCount(reg, "redislock_acquire_duration_seconds", "redislock_renew_duration_seconds")
+	got, err := testutil.GatherAndCount(reg, "redislock_acquire_duration_seconds", "redislock_renew_duration_seconds", "redislock_wait_duration_seconds")
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Series: acquire{ok}, acquire{not_obtained}, renew{no_quorum}.
-	if got != 3 {
-		t.Fatalf("%d series, want 3", got)
+	// Series: acquire{ok}, acquire{not_obtained}, renew{no_quorum},
+	// wait{not_obtained}.
+	if got != 4 {
+		t.Fatalf("%d series, want 4", got)
 	}
 	if _, err := promlock.New(reg); err == nil {
 		t.Fatal("registering twice succeeded")

@@ -132,6 +132,9 @@ func (e *Elector) Run(ctx context.Context) error {
 	clock := e.c.opts.Clock
 	timer := clock.NewTimer(0)
 	defer timer.Stop()
+	// campaign is when the first attempt of this campaign was made: zero
+	// until then, and again after each term.
+	var campaign time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -142,10 +145,15 @@ func (e *Elector) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
+		if campaign.IsZero() {
+			campaign = clock.Now()
+		}
 		l, h, err := e.c.obtain(ctx, e.o.Name, e.o.TTL, e.o.Metadata)
 		var wait time.Duration
 		switch {
 		case err == nil:
+			e.c.opts.Metrics.Wait(e.o.Name, clock.Since(campaign), nil)
+			campaign = time.Time{}
 			e.setErr(log, nil)
 			e.lead(ctx, l)
 		case errors.Is(err, ErrNotObtained), errors.Is(err, ErrGuarded):

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	testingclock "k8s.io/utils/clock/testing"
+
 	"github.com/redislock/redislock/internal/redisproc"
 	"github.com/redislock/redislock/internal/redistest"
 	"github.com/redislock/redislock/pkg/redislock"
@@ -252,4 +254,41 @@ func TestElectorStateSaysWhyItCannotCampaign(t *testing.T) {
 // leading is a condition for waitFor: e leads now.
 func leading(e *redislock.Elector) func() bool {
 	return func() bool { return e.State().Leading }
+}
+
+// An elector records the time it waited for leadership, on its own clock:
+// from its campaign's first attempt to the grant.
+func TestElectorRecordsItsWait(t *testing.T) {
+	s := redistest.Start(t, redisproc.Options{})
+	ctx := context.Background()
+	held, err := newClient(t, "a", s).Obtain(ctx, "waited", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := testingclock.NewFakeClock(time.Now())
+	var tries attemptCounter
+	b := clientWith(t, redislock.Options{AssumeDurable: true, Identity: "b", Clock: clk, Metrics: &tries}, s)
+	var j journal
+	cand := start(j.elector(t, b, "waited", redislock.Timing{TTL: time.Minute, RenewInterval: 10 * time.Second, RenewDeadline: 40 * time.Second}))
+	defer cand.stop()
+	// Its first attempt is due at once: at a step of the fake clock.
+	waitFor(t, 10*time.Second, "the elector's first timer", clk.HasWaiters)
+	clk.Step(0)
+	waitFor(t, 10*time.Second, "a refused attempt", func() bool { return tries.n.Load() >= 1 })
+	waitFor(t, 10*time.Second, "the elector's timer", clk.HasWaiters)
+	waitSubscribed(t, []*redisproc.Server{s}, "waited", 1)
+	if w := tries.recorded(); len(w) != 0 {
+		t.Fatalf("waits recorded before any grant: %+v", w)
+	}
+	// Time passes on the elector's clock, short of the holder's expiry;
+	// then the holder releases, which wakes it.
+	const waited = 7 * time.Second
+	clk.Step(waited)
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "b leading", func() bool { return cand.e.State().Leading })
+	if w := tries.recorded(); len(w) != 1 || w[0].err != nil || w[0].took != waited {
+		t.Fatalf("waits recorded %+v, want one of %v with no error", w, waited)
+	}
 }

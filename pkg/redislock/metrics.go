@@ -15,6 +15,12 @@ type Metrics interface {
 	Lost(key string)
 	// Transition records that an Elector on key saw the leader change.
 	Transition(key string)
+	// Wait records the time a caller waited for key: from the first
+	// attempt of an ObtainWait to its return (err is what it returned),
+	// or from an Elector's first attempt of a campaign to the grant (err
+	// nil). Attempts refused because another held key are recorded by
+	// Acquire with an error wrapping ErrNotObtained: that is contention.
+	Wait(key string, took time.Duration, err error)
 }
 
 type noMetrics struct{}
@@ -23,3 +29,4 @@ func (noMetrics) Acquire(string, time.Duration, error) {}
 func (noMetrics) Renew(string, time.Duration, error)   {}
 func (noMetrics) Lost(string)                          {}
 func (noMetrics) Transition(string)                    {}
+func (noMetrics) Wait(string, time.Duration, error)    {}

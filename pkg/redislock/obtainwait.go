@@ -83,6 +83,14 @@ func (c *Client) ObtainWait(ctx context.Context, name string, ttl time.Duration,
 	if opts.Retry != nil {
 		retry = *opts.Retry
 	}
+	start := c.opts.Clock.Now()
+	l, err := c.obtainWait(ctx, name, ttl, opts, retry)
+	c.opts.Metrics.Wait(name, c.opts.Clock.Since(start), err)
+	return l, err
+}
+
+// obtainWait is ObtainWait's loop, after its checks.
+func (c *Client) obtainWait(ctx context.Context, name string, ttl time.Duration, opts ObtainOptions, retry wait.Backoff) (*Lock, error) {
 	clock := c.opts.Clock
 	var (
 		wake <-chan struct{}

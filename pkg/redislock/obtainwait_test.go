@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,13 +26,35 @@ var modes = []struct {
 }{{"single", 1}, {"redlock3", 3}}
 
 // attemptCounter counts acquisition attempts (Metrics.Acquire is called
-// once per attempt).
-type attemptCounter struct{ n atomic.Int64 }
+// once per attempt) and keeps the waits recorded.
+type attemptCounter struct {
+	n     atomic.Int64
+	mu    sync.Mutex
+	waits []waitRecord
+}
+
+// waitRecord is one Metrics.Wait call.
+type waitRecord struct {
+	took time.Duration
+	err  error
+}
 
 func (a *attemptCounter) Acquire(string, time.Duration, error) { a.n.Add(1) }
 func (a *attemptCounter) Renew(string, time.Duration, error)   {}
 func (a *attemptCounter) Lost(string)                          {}
 func (a *attemptCounter) Transition(string)                    {}
+func (a *attemptCounter) Wait(_ string, took time.Duration, err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.waits = append(a.waits, waitRecord{took, err})
+}
+
+// recorded returns the waits recorded so far.
+func (a *attemptCounter) recorded() []waitRecord {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.waits)
+}
 
 // clientWith returns a Client over servers with o, defaulting Identity
 // and NodeTimeout as newClient does.
@@ -148,6 +172,11 @@ func TestObtainWaitWakesAtTheHolderExpiry(t *testing.T) {
 			if n := tries.n.Load(); n != 3 {
 				t.Fatalf("%d attempts, want 3: the first, one after subscribing, one at the holder's expiry", n)
 			}
+			// The wait is the injected clock's time from the first
+			// attempt to the grant, exactly.
+			if w := tries.recorded(); len(w) != 1 || w[0].err != nil || w[0].took != ttl+time.Second {
+				t.Fatalf("waits recorded %+v, want one of %v with no error", w, ttl+time.Second)
+			}
 		})
 	}
 }
@@ -158,7 +187,8 @@ func TestObtainWaitGivesUpWhenCtxEnds(t *testing.T) {
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
 			servers := redistest.StartN(t, m.nodes)
-			a, b := newClient(t, "a", servers...), newClient(t, "b", servers...)
+			var tries attemptCounter
+			a, b := newClient(t, "a", servers...), clientWith(t, redislock.Options{Identity: "b", Metrics: &tries}, servers...)
 			if _, err := a.Obtain(context.Background(), "busy", time.Minute); err != nil {
 				t.Fatal(err)
 			}
@@ -167,6 +197,10 @@ func TestObtainWaitGivesUpWhenCtxEnds(t *testing.T) {
 			_, err := b.ObtainWait(ctx, "busy", time.Minute, nil)
 			if !errors.Is(err, redislock.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) {
 				t.Fatalf("ObtainWait past its deadline: %v; want ErrNotObtained and context.DeadlineExceeded", err)
+			}
+			// The wait that ended so is recorded with that error.
+			if w := tries.recorded(); len(w) != 1 || !errors.Is(w[0].err, context.DeadlineExceeded) || w[0].took <= 0 {
+				t.Fatalf("waits recorded %+v, want one that took time and ended with context.DeadlineExceeded", w)
 			}
 		})
 	}
