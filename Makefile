@@ -1,5 +1,5 @@
 # redislock: the two commands a newcomer needs are `make demo` and `make test`.
-# Both install what is missing (redis-server through apt-get when root).
+# Both install what is missing (redis-server, and for make test promtool, through apt-get when root).
 
 GO ?= go
 # Packages with goroutines run under the race detector; that is all of them.
@@ -12,7 +12,7 @@ CRD_REF_DOCS = $(shell $(TOOLS) --print crd-ref-docs)
 GOLANGCI_LINT = $(shell $(TOOLS) --print golangci-lint)
 HELM = $(shell $(TOOLS) --print helm)
 
-.PHONY: all demo test cluster-test bench bench-failover chaos fuzz lint fmt vet redis tools generate manifests verify-generated chart
+.PHONY: all demo test cluster-test bench bench-failover chaos fuzz lint fmt vet redis packages tools generate manifests verify-generated chart
 
 all: test
 
@@ -39,7 +39,7 @@ test:
 	@steps=""; trap 'printf "make test: time per step:%b\n" "$$steps" >&2' EXIT; \
 	step() { what=$$1; shift; echo "make test: $$what" >&2; start=$$(date +%s); "$$@" || exit; \
 		steps="$$steps\n  $$(printf %5s $$(( $$(date +%s) - start ))s)  $${what%%:*}"; }; \
-	step "redis: redis-server on PATH (apt-get install when missing)" $(MAKE) --no-print-directory redis && \
+	step "packages: redis-server and promtool on PATH (apt-get install when missing)" $(MAKE) --no-print-directory packages && \
 	step "tools: builds what bin/ lacks, one line per build (all cold on 2 cores: about 10 min)" $(MAKE) --no-print-directory tools && \
 	step "fmt: gofmt -l" $(MAKE) --no-print-directory fmt && \
 	step "vet: go vet ./... (a few minutes with a cold build cache)" $(MAKE) --no-print-directory vet && \
@@ -127,4 +127,9 @@ vet:
 	$(GO) vet ./...
 
 redis:
-	@hack/ensure-redis.sh
+	@hack/ensure-packages.sh redis-server:redis-server
+
+## packages: what make test needs from Debian: redis-server, and promtool (package prometheus)
+## for the chart's alert tests (apt-get when root).
+packages:
+	@hack/ensure-packages.sh redis-server:redis-server promtool:prometheus

@@ -154,7 +154,7 @@ func ensurePackages(ctx context.Context) error {
 	fmt.Printf("cluster: apt-get update, then apt-get install %s\n", strings.Join(missing, " "))
 	// The packages' services stay stopped (the cluster runs its own
 	// containerd, in its namespaces): policy-rc.d refuses them, as
-	// hack/ensure-redis.sh does, and goes again after.
+	// hack/ensure-packages.sh does, and goes again after.
 	const policy = "/usr/sbin/policy-rc.d"
 	if _, err := os.Stat(policy); errors.Is(err, os.ErrNotExist) {
 		if err := os.WriteFile(policy, []byte("#!/bin/sh\nexit 101\n"), 0o755); err != nil {

@@ -162,7 +162,7 @@ func checkNotes(t *testing.T, notes string, objs []map[string]any) {
 			t.Fatalf("%s: %v\n%s", rb[1], err, out)
 		}
 		var got struct {
-			Metadata struct{ Namespace string } `json:"metadata"`
+			Metadata struct{ Namespace string }  `json:"metadata"`
 			RoleRef  struct{ Kind, Name string } `json:"roleRef"`
 		}
 		if err := yaml.Unmarshal([]byte(out), &got); err != nil {
@@ -199,4 +199,3 @@ func checkNotes(t *testing.T, notes string, objs []map[string]any) {
 		}
 	}
 }
-

@@ -42,7 +42,7 @@ var thirdPartyCRDs sync.Once
 
 // installThirdPartyCRDs installs the CRDs of the kinds the chart can render
 // besides ours (cert-manager's Issuer and Certificate, Prometheus's
-// ServiceMonitor), generated from their pinned API packages, so the API
+// ServiceMonitor and PrometheusRule), generated from their pinned API packages, so the API
 // server validates those objects against their real schemas.
 func installThirdPartyCRDs(t *testing.T) {
 	t.Helper()
@@ -51,11 +51,11 @@ func installThirdPartyCRDs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, f := range []string{"cert-manager.io_issuers.yaml", "cert-manager.io_clusterissuers.yaml", "cert-manager.io_certificates.yaml", "monitoring.coreos.com_servicemonitors.yaml"} {
+		for _, f := range []string{"cert-manager.io_issuers.yaml", "cert-manager.io_clusterissuers.yaml", "cert-manager.io_certificates.yaml", "monitoring.coreos.com_servicemonitors.yaml", "monitoring.coreos.com_prometheusrules.yaml"} {
 			mustKubectl(t, "apply", "--server-side", "-f", filepath.Join(dir, f))
 		}
 		mustKubectl(t, "wait", "--for=condition=Established", "--timeout=60s",
-			"crd/issuers.cert-manager.io", "crd/clusterissuers.cert-manager.io", "crd/certificates.cert-manager.io", "crd/servicemonitors.monitoring.coreos.com")
+			"crd/issuers.cert-manager.io", "crd/clusterissuers.cert-manager.io", "crd/certificates.cert-manager.io", "crd/servicemonitors.monitoring.coreos.com", "crd/prometheusrules.monitoring.coreos.com")
 	})
 }
 
