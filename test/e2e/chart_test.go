@@ -38,6 +38,7 @@ var everythingOn = []string{
 	"--set", "webhook.objectSelector.matchLabels.redislock\\.io/inject=enabled",
 	"--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.serviceMonitor.labels.release=prom",
 	"--set", "metrics.prometheusRule.enabled=true", "--set", "metrics.prometheusRule.labels.release=prom",
+	"--set", "metrics.dashboard.enabled=true", "--set", "metrics.dashboard.labels.grafana_folder=locks",
 	"--set", "metrics.prometheusRule.noLeaderFor=7m", "--set", "metrics.prometheusRule.notReadyFor=8m",
 	"--set", "metrics.prometheusRule.acquireErrorsFor=9m", "--set", "metrics.prometheusRule.controllerDownFor=11m",
 	"--set", "nodeSelector.kubernetes\\.io/os=linux",
