@@ -20,10 +20,12 @@ import (
 // Path is where the webhook server serves the Webhook.
 const Path = "/mutate-v1-pod"
 
-// Pods are mutated on create only; an unreachable webhook admits them
-// untouched (failurePolicy=ignore), so an outage of the controller never
-// blocks pod creation: such a pod runs without the agent and never leads.
-// +kubebuilder:webhook:path=/mutate-v1-pod,mutating=true,failurePolicy=ignore,sideEffects=None,groups="",resources=pods,verbs=create,versions=v1,name=agent.redislock.io,admissionReviewVersions=v1,reinvocationPolicy=IfNeeded,timeoutSeconds=5
+// Pods are mutated on create only. An unreachable webhook fails their
+// creation (failurePolicy=fail; their ReplicaSet or Job retries): it is
+// called only for pods with the annotation, and without the agent such a
+// pod would never lead, and with redislock.io/run-container would run its
+// command unguarded.
+// +kubebuilder:webhook:path=/mutate-v1-pod,mutating=true,failurePolicy=fail,sideEffects=None,groups="",resources=pods,verbs=create,versions=v1,name=agent.redislock.io,admissionReviewVersions=v1,reinvocationPolicy=IfNeeded,timeoutSeconds=5
 
 // Webhook injects the agent into the pods that ask for it.
 type Webhook struct {

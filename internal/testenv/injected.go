@@ -14,9 +14,10 @@ import (
 
 // CreateInjectedPod creates pod through c and returns the agent container
 // (inject.ContainerName) that the webhook added to it, within timeout. The
-// webhook server may still be starting, and the API server then admits the
-// pod untouched (failurePolicy Ignore): an untouched pod is deleted and pod
-// created again until one is injected. pod itself is not changed.
+// webhook server may still be starting, and the API server then refuses
+// the pod (failurePolicy Fail) or admits it untouched (Ignore): pod is
+// created again, an untouched one deleted first, until one is injected.
+// pod itself is not changed.
 func CreateInjectedPod(ctx context.Context, c client.Client, pod *corev1.Pod, timeout time.Duration) (corev1.Container, error) {
 	var agent corev1.Container
 	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {

@@ -3,8 +3,8 @@
 // it, so that `helm install --wait` (whose post-install hook Job runs it)
 // returns only once an annotated pod gets the agent. A Ready controller
 // pod is not enough: kube-proxy routes the Service to it a moment later,
-// and with failurePolicy Ignore a pod created in that moment starts
-// without the agent.
+// and a pod created in that moment is refused (failurePolicy Fail) or,
+// with Ignore, starts without the agent.
 //
 // Each attempt POSTs inject.ProbeReview, an AdmissionReview for a pod
 // without the lock annotation, on a new connection (so it crosses the
