@@ -92,7 +92,7 @@ func TestInstallDocNamesEveryValue(t *testing.T) {
 
 // passedThrough are values that are Kubernetes types the chart passes on,
 // documented as a whole.
-var passedThrough = []string{"podSecurityContext", "securityContext", "podLabels", "resources"}
+var passedThrough = []string{"podSecurityContext", "securityContext", "podLabels", "resources", "strategy", "livenessProbe", "readinessProbe"}
 
 // claims holds what exists, and the claims found not to.
 type claims struct {

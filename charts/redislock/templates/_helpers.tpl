@@ -24,6 +24,18 @@ else <release>-<name>.
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* global.imagePullSecrets (of a parent chart), then imagePullSecrets. */}}
+{{- define "redislock.imagePullSecrets" -}}
+{{- $all := concat (dig "imagePullSecrets" list (.Values.global | default dict)) .Values.imagePullSecrets -}}
+{{- with $all }}
+imagePullSecrets:
+{{- toYaml . | nindent 2 }}
+{{- end }}
 {{- end -}}
 
 {{/* The labels that stay the same across upgrades: what selectors use. */}}
