@@ -37,6 +37,9 @@ var everythingOn = []string{
 	"--set", "webhook.namespaceSelector.matchExpressions[0].values={prod,staging}",
 	"--set", "webhook.objectSelector.matchLabels.redislock\\.io/inject=enabled",
 	"--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.serviceMonitor.labels.release=prom",
+	"--set", "metrics.serviceMonitor.scrapeTimeout=5s", "--set", "metrics.serviceMonitor.relabelings[0].targetLabel=cluster",
+	"--set", "metrics.serviceMonitor.relabelings[0].replacement=prod-1",
+	"--set", "webhook.annotations.example\\.com/owner=platform",
 	"--set", "metrics.prometheusRule.enabled=true", "--set", "metrics.prometheusRule.labels.release=prom",
 	"--set", "metrics.dashboard.enabled=true", "--set", "metrics.dashboard.labels.grafana_folder=locks",
 	"--set", "metrics.prometheusRule.noLeaderFor=7m", "--set", "metrics.prometheusRule.notReadyFor=8m",
@@ -150,6 +153,11 @@ func TestHelmChartRendersEveryValue(t *testing.T) {
 		{"deploymentAnnotations", at(dep, "metadata.annotations[example.com/owner]"), "platform"},
 		{"strategy", at(dep, "spec.strategy"), map[string]any{"type": "RollingUpdate", "rollingUpdate": map[string]any{"maxUnavailable": float64(0), "maxSurge": float64(1)}}},
 		{"revisionHistoryLimit", at(dep, "spec.revisionHistoryLimit"), float64(3)},
+		{"serviceMonitor.scrapeTimeout", at(object(t, objs, "ServiceMonitor"), "spec.endpoints.0.scrapeTimeout"), "5s"},
+		{"serviceMonitor.relabelings", at(object(t, objs, "ServiceMonitor"), "spec.endpoints.0.relabelings"), []any{map[string]any{"targetLabel": "cluster", "replacement": "prod-1"}}},
+		{"serviceMonitor.namespace", at(object(t, render(t, chartDir(), "--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.serviceMonitor.namespace=monitoring"), "ServiceMonitor"), "metadata.namespace"), "monitoring"},
+		{"webhook.annotations beside cert-manager's", at(object(t, objs, "MutatingWebhookConfiguration"), "metadata.annotations"), map[string]any{
+			"example.com/owner": "platform", "cert-manager.io/inject-ca-from": "ops/platform-rlk-webhook-cert"}},
 		{"nodeSelector adds to the default kubernetes.io/os: linux", at(pod, "spec.nodeSelector"), map[string]any{"kubernetes.io/os": "linux", "example.com/pool": "system"}},
 		{"extraEnv after the chart's", at(ctr, "env.2"), map[string]any{"name": "HTTPS_PROXY", "value": "http://proxy.example:3128"}},
 		{"extraVolumes after the chart's", at(pod, "spec.volumes.1"), map[string]any{"name": "ca", "configMap": map[string]any{"name": "corp-ca"}}},
@@ -173,6 +181,10 @@ func TestHelmChartRendersEveryValue(t *testing.T) {
 			"maxSkew": float64(2), "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
 			"labelSelector": map[string]any{"matchLabels": map[string]any{"app.kubernetes.io/name": "rlk", "app.kubernetes.io/instance": "rl", "app.kubernetes.io/component": "controller"}}}}},
 		{"podDisruptionBudget.maxUnavailable", at(object(t, objs, "PodDisruptionBudget"), "spec.maxUnavailable"), "34%"},
+		{"podDisruptionBudget.minAvailable replaces maxUnavailable", func() []any {
+			spec := at(object(t, render(t, chartDir(), "--set", "podDisruptionBudget.minAvailable=50%"), "PodDisruptionBudget"), "spec").(map[string]any)
+			return []any{spec["minAvailable"], spec["maxUnavailable"]}
+		}(), []any{"50%", nil}},
 		{"minReadySeconds", at(dep, "spec.minReadySeconds"), float64(25)},
 	} {
 		if !reflect.DeepEqual(c.got, c.want) {
