@@ -75,11 +75,7 @@ func checkNotes(t *testing.T, notes string, objs []map[string]any) {
 	if deploy == nil {
 		t.Fatal("the release renders no Deployment")
 	}
-	spec := deploy["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
-	var args []string
-	for _, a := range spec["containers"].([]any)[0].(map[string]any)["args"].([]any) {
-		args = append(args, a.(string))
-	}
+	args := containerArgs(deploy, "controller")
 	flagValue := func(name string) (string, bool) {
 		for _, a := range args {
 			if v, ok := strings.CutPrefix(a, "-"+name+"="); ok {

@@ -218,7 +218,7 @@ func operatorElection(t *testing.T, dir, bin string) {
 				ns, sa = meta["namespace"].(string), meta["name"].(string)
 			}
 		case "Deployment":
-			args = managerArgs(t, d)
+			args = containerArgs(d, "manager")
 		}
 	}
 	if ns == "" || args == nil {
@@ -359,22 +359,6 @@ func strs(v any) []string {
 		out = append(out, s)
 	}
 	return out
-}
-
-// managerArgs returns the args of the manager container of Deployment d.
-func managerArgs(t *testing.T, d map[string]any) []string {
-	t.Helper()
-	spec := d["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
-	for _, c := range spec["containers"].([]any) {
-		if c := c.(map[string]any); c["name"] == "manager" {
-			var args []string
-			for _, a := range c["args"].([]any) {
-				args = append(args, a.(string))
-			}
-			return args
-		}
-	}
-	return nil
 }
 
 // opReplica is one running copy of the example operator.

@@ -39,21 +39,29 @@ func kubeconfigAs(t *testing.T, ns, sa string) string {
 func controllerArgs(t *testing.T, manifest string) []string {
 	t.Helper()
 	for _, d := range docs(manifest) {
-		if d["kind"] != "Deployment" {
-			continue
-		}
-		spec := d["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
-		for _, c := range spec["containers"].([]any) {
-			if c := c.(map[string]any); c["name"] == "controller" {
-				var args []string
-				for _, a := range c["args"].([]any) {
-					args = append(args, a.(string))
-				}
+		if d["kind"] == "Deployment" {
+			if args := containerArgs(d, "controller"); args != nil {
 				return args
 			}
 		}
 	}
 	t.Fatalf("no controller container in:\n%s", manifest)
+	return nil
+}
+
+// containerArgs returns the args of the container called name of
+// Deployment d, or nil.
+func containerArgs(d map[string]any, name string) []string {
+	spec := d["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
+	for _, c := range spec["containers"].([]any) {
+		if c := c.(map[string]any); c["name"] == name {
+			var args []string
+			for _, a := range c["args"].([]any) {
+				args = append(args, a.(string))
+			}
+			return args
+		}
+	}
 	return nil
 }
 
