@@ -71,7 +71,7 @@ func TestChartRefusesAnnotatedPodsWithoutTheAgent(t *testing.T) {
 		out, err = create(pod(ns, true, false))
 		return err != nil
 	})
-	for _, want := range []string{"pod annotated redislock.io/lock: worker has no redislock-agent container", "the injection webhook of " + release + "/rl-redislock", "injects in shop only"} {
+	for _, want := range []string{"pod annotated redislock.io/lock: worker has no redislock-agent container", "the injection webhook of the Deployment " + release + "/rl-redislock-controller did not run", "injects in shop only"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the refusal of an annotated pod without the agent does not say %q:\n%s", want, out)
 		}

@@ -310,6 +310,22 @@ func TestInstallManifestsMatchTheGeneratedOnes(t *testing.T) {
 			}
 		}
 	}
+	// The agent-required policy names its release: rendered as the release
+	// redislock in redislock-system, the chart's is the one of config/.
+	asKustomize, err := helm(t, "template", "redislock", chartDir(), "-n", "redislock-system", "--show-only", "templates/agent-required-policy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	required := docs(readFile(t, filepath.Join(repoRoot, "config", "policy", "agent_required.yaml")))
+	for i, doc := range docs(asKustomize) {
+		policies++
+		if i >= len(required) || !reflect.DeepEqual(doc["spec"], required[i]["spec"]) || doc["metadata"].(map[string]any)["name"] != required[i]["metadata"].(map[string]any)["name"] {
+			t.Errorf("the chart's %s %v, rendered as the release redislock, differs from config/policy/agent_required.yaml", doc["kind"], doc["metadata"].(map[string]any)["name"])
+		}
+	}
+	if len(required) != 2 {
+		t.Errorf("config/policy/agent_required.yaml has %d objects, want the policy and its binding", len(required))
+	}
 	if len(specs) != policies {
 		t.Errorf("the chart renders %d admission policies and bindings, want the %d of config/", len(specs), policies)
 	}
