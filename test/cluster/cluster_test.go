@@ -124,6 +124,7 @@ func TestChartOnARealCluster(t *testing.T) {
 	})
 	t.Run("examples/python-worker: one pod leads and only it runs the worker", func(t *testing.T) { pythonWorker(t) })
 	t.Run("the controller's own election in redislock mode survives killing its leader", func(t *testing.T) { controllerFailover(t) })
+	t.Run("the metrics are served over HTTPS to a service account bound to the reader role, and to no one without a token", func(t *testing.T) { metricsNeedAToken(t) })
 	t.Run("the chart's RBAC is enough, and no more than the agent and the controller need", func(t *testing.T) { rbacIsEnough(t) })
 }
 
@@ -373,6 +374,10 @@ func rbacIsEnough(t *testing.T) {
 		{controller, releaseNS, "update", "secrets/some-other-secret", false},
 		{controller, "", "update", "mutatingwebhookconfigurations.admissionregistration.k8s.io/some-other-webhook", false},
 		{controller, "", "get", "namespaces/default", false},
+		// metrics.secure: the controller reviews scrapers' tokens.
+		{controller, "", "create", "tokenreviews.authentication.k8s.io", true},
+		{controller, "", "create", "subjectaccessreviews.authorization.k8s.io", true},
+		{agent, "", "create", "tokenreviews.authentication.k8s.io", false},
 	} {
 		args := []string{"auth", "can-i", c.verb, c.resource, "--as", c.who}
 		if c.ns != "" {

@@ -39,6 +39,7 @@ var everythingOn = []string{
 	"--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.serviceMonitor.labels.release=prom",
 	"--set", "metrics.serviceMonitor.scrapeTimeout=5s", "--set", "metrics.serviceMonitor.relabelings[0].targetLabel=cluster",
 	"--set", "metrics.serviceMonitor.relabelings[0].replacement=prod-1",
+	"--set", "metrics.serviceMonitor.tlsConfig.insecureSkipVerify=false", "--set", "metrics.serviceMonitor.tlsConfig.serverName=platform-rlk-metrics.ops.svc",
 	"--set", "webhook.annotations.example\\.com/owner=platform",
 	"--set", "metrics.prometheusRule.enabled=true", "--set", "metrics.prometheusRule.labels.release=prom",
 	"--set", "metrics.dashboard.enabled=true", "--set", "metrics.dashboard.labels.grafana_folder=locks",
@@ -186,6 +187,31 @@ func TestHelmChartRendersEveryValue(t *testing.T) {
 			return []any{spec["minAvailable"], spec["maxUnavailable"]}
 		}(), []any{"50%", nil}},
 		{"minReadySeconds", at(dep, "spec.minReadySeconds"), float64(25)},
+		{"metrics.secure: the ServiceMonitor scrapes over HTTPS with its token, checked as tlsConfig says", func() []any {
+			ep := at(object(t, objs, "ServiceMonitor"), "spec.endpoints.0").(map[string]any)
+			return []any{ep["scheme"], ep["bearerTokenFile"], ep["tlsConfig"]}
+		}(), []any{"https", "/var/run/secrets/kubernetes.io/serviceaccount/token", map[string]any{"insecureSkipVerify": false, "serverName": "platform-rlk-metrics.ops.svc"}}},
+		{"metrics.secure: the controller reviews tokens, and the reader role is made", func() []any {
+			var names []any
+			for _, o := range objs {
+				if n := at(o, "metadata.name").(string); strings.Contains(n, "-metrics-") {
+					names = append(names, at(o, "kind").(string)+"/"+n)
+				}
+			}
+			return append(names, slices.Contains(at(ctr, "args").([]any), any("-metrics-secure")))
+		}(), []any{"ClusterRole/platform-rlk-metrics-auth", "ClusterRole/platform-rlk-metrics-reader", "ClusterRoleBinding/platform-rlk-metrics-auth", true}},
+		{"metrics.secure=false: plain HTTP, no token, no review RBAC", func() []any {
+			plain := render(t, chartDir(), "--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.secure=false")
+			ep := at(object(t, plain, "ServiceMonitor"), "spec.endpoints.0").(map[string]any)
+			var rbac []any
+			for _, o := range plain {
+				if n := at(o, "metadata.name").(string); strings.Contains(n, "-metrics-") {
+					rbac = append(rbac, n)
+				}
+			}
+			args := at(object(t, plain, "Deployment"), "spec.template.spec.containers.0.args").([]any)
+			return []any{ep["scheme"], ep["bearerTokenFile"], len(rbac), slices.Contains(args, any("-metrics-secure"))}
+		}(), []any{nil, nil, 0, false}},
 	} {
 		if !reflect.DeepEqual(c.got, c.want) {
 			t.Errorf("%s: got\n%s\nwant\n%s", c.what, asYAML(c.got), asYAML(c.want))

@@ -273,6 +273,7 @@ func TestInstallManifestsMatchTheGeneratedOnes(t *testing.T) {
 		"clusterconnection-reader.yaml": filepath.Join("config", "rbac", "agent", "clusterconnection_reader.yaml"),
 		"webhook.yaml":                  filepath.Join("config", "webhook", "manifests.yaml"),
 		"tenancy.yaml":                  filepath.Join("config", "policy", "tenancy.yaml"),
+		"metrics-auth.yaml":             filepath.Join("config", "rbac", "metrics_auth.yaml"),
 	} {
 		a, errA := os.ReadFile(filepath.Join(chartDir(), "files", copied))
 		b, errB := os.ReadFile(filepath.Join(repoRoot, source))
