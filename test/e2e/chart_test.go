@@ -71,6 +71,8 @@ var everythingOn = []string{
 	"--set", "extraVolumes[0].name=ca", "--set", "extraVolumes[0].configMap.name=corp-ca",
 	"--set", "extraVolumeMounts[0].name=ca", "--set", "extraVolumeMounts[0].mountPath=/etc/corp-ca", "--set", "extraVolumeMounts[0].readOnly=true",
 	"--set", "livenessProbe.timeoutSeconds=3", "--set", "livenessProbe.failureThreshold=5", "--set", "readinessProbe.periodSeconds=2",
+	"--set", "serviceAccount.automountServiceAccountToken=false", "--set", "webhook.hostNetwork=true",
+	"--set", "networkPolicy.enabled=true", "--set", "networkPolicy.metricsFrom[0].namespaceSelector.matchLabels.name=monitoring",
 }
 
 // render runs helm template of chart in namespace "ops" and returns its objects.
@@ -187,6 +189,42 @@ func TestHelmChartRendersEveryValue(t *testing.T) {
 			return []any{spec["minAvailable"], spec["maxUnavailable"]}
 		}(), []any{"50%", nil}},
 		{"minReadySeconds", at(dep, "spec.minReadySeconds"), float64(25)},
+		{"serviceAccount.automountServiceAccountToken", at(object(t, objs, "ServiceAccount"), "automountServiceAccountToken"), false},
+		{"webhook.hostNetwork", []any{at(pod, "spec.hostNetwork"), at(pod, "spec.dnsPolicy")}, []any{true, "ClusterFirstWithHostNet"}},
+		{"networkPolicy: the webhook from anywhere, metrics from metricsFrom, the probes", at(object(t, objs, "NetworkPolicy"), "spec"), map[string]any{
+			"podSelector": map[string]any{"matchLabels": map[string]any{"app.kubernetes.io/name": "rlk", "app.kubernetes.io/instance": "rl", "app.kubernetes.io/component": "controller"}},
+			"policyTypes": []any{"Ingress"},
+			"ingress": []any{
+				map[string]any{"ports": []any{map[string]any{"port": "webhook"}}},
+				map[string]any{"ports": []any{map[string]any{"port": "metrics"}}, "from": []any{map[string]any{"namespaceSelector": map[string]any{"matchLabels": map[string]any{"name": "monitoring"}}}}},
+				map[string]any{"ports": []any{map[string]any{"port": "probes"}}},
+			}}},
+		{"image.registry prefixes the controller's and the agent's repositories", func() []any {
+			mirrored := render(t, chartDir(), "--set", "image.registry=mirror.example:5000", "--set", "agent.image.repository=team/agent")
+			c := at(object(t, mirrored, "Deployment"), "spec.template.spec.containers.0")
+			return []any{at(c, "image"), slices.Contains(at(c, "args").([]any), any("-agent-image=mirror.example:5000/team/agent:v0.1.0"))}
+		}(), []any{"mirror.example:5000/ghcr.io/redislock/redislock:v0.1.0", true}},
+		{"rbac.create=false: none of the controller's roles or bindings", func() []any {
+			var names []any
+			for _, o := range render(t, chartDir(), "--set", "rbac.create=false") {
+				if k := at(o, "kind").(string); strings.Contains(k, "Role") && strings.Contains(at(o, "metadata.name").(string), "-controller") || strings.Contains(at(o, "metadata.name").(string), "-metrics-") {
+					names = append(names, k+"/"+at(o, "metadata.name").(string))
+				}
+			}
+			return names
+		}(), []any(nil)},
+		{"metrics.podMonitor: a PodMonitor of the controller pods, with the token from its Secret", func() any {
+			pm := object(t, render(t, chartDir(), "--set", "metrics.podMonitor.enabled=true", "--set", "metrics.podMonitor.authorization.type=Bearer",
+				"--set", "metrics.podMonitor.authorization.credentials.name=prometheus-token", "--set", "metrics.podMonitor.authorization.credentials.key=token",
+				"--set", "metrics.serviceMonitor.interval=15s"), "PodMonitor")
+			return at(pm, "spec")
+		}(), map[string]any{
+			"selector":          map[string]any{"matchLabels": map[string]any{"app.kubernetes.io/name": "redislock", "app.kubernetes.io/instance": "rl", "app.kubernetes.io/component": "controller"}},
+			"namespaceSelector": map[string]any{"matchNames": []any{"ops"}},
+			"podMetricsEndpoints": []any{map[string]any{"port": "metrics", "interval": "15s", "scheme": "https",
+				"authorization": map[string]any{"type": "Bearer", "credentials": map[string]any{"name": "prometheus-token", "key": "token"}},
+				"tlsConfig":     map[string]any{"insecureSkipVerify": true}}},
+		}},
 		{"metrics.secure: the ServiceMonitor scrapes over HTTPS with its token, checked as tlsConfig says", func() []any {
 			ep := at(object(t, objs, "ServiceMonitor"), "spec.endpoints.0").(map[string]any)
 			return []any{ep["scheme"], ep["bearerTokenFile"], ep["tlsConfig"]}

@@ -42,7 +42,7 @@ var thirdPartyCRDs sync.Once
 
 // installThirdPartyCRDs installs the CRDs of the kinds the chart can render
 // besides ours (cert-manager's Issuer and Certificate, Prometheus's
-// ServiceMonitor and PrometheusRule), generated from their pinned API packages, so the API
+// ServiceMonitor, PodMonitor and PrometheusRule), generated from their pinned API packages, so the API
 // server validates those objects against their real schemas.
 func installThirdPartyCRDs(t *testing.T) {
 	t.Helper()
@@ -51,11 +51,11 @@ func installThirdPartyCRDs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, f := range []string{"cert-manager.io_issuers.yaml", "cert-manager.io_clusterissuers.yaml", "cert-manager.io_certificates.yaml", "monitoring.coreos.com_servicemonitors.yaml", "monitoring.coreos.com_prometheusrules.yaml"} {
+		for _, f := range []string{"cert-manager.io_issuers.yaml", "cert-manager.io_clusterissuers.yaml", "cert-manager.io_certificates.yaml", "monitoring.coreos.com_servicemonitors.yaml", "monitoring.coreos.com_podmonitors.yaml", "monitoring.coreos.com_prometheusrules.yaml"} {
 			mustKubectl(t, "apply", "--server-side", "-f", filepath.Join(dir, f))
 		}
 		mustKubectl(t, "wait", "--for=condition=Established", "--timeout=60s",
-			"crd/issuers.cert-manager.io", "crd/clusterissuers.cert-manager.io", "crd/certificates.cert-manager.io", "crd/servicemonitors.monitoring.coreos.com", "crd/prometheusrules.monitoring.coreos.com")
+			"crd/issuers.cert-manager.io", "crd/clusterissuers.cert-manager.io", "crd/certificates.cert-manager.io", "crd/servicemonitors.monitoring.coreos.com", "crd/podmonitors.monitoring.coreos.com", "crd/prometheusrules.monitoring.coreos.com")
 	})
 }
 
@@ -79,6 +79,9 @@ func TestHelmChartIsAcceptedByTheAPIServer(t *testing.T) {
 		"defaults":                nil,
 		"everything on":           everythingOn,
 		"no webhook, no election": {"--set", "webhook.enabled=false", "--set", "leaderElection.mode=none", "--set", "replicas=1"},
+		"a PodMonitor, no RBAC": {"--set", "metrics.podMonitor.enabled=true", "--set", "metrics.podMonitor.authorization.type=Bearer",
+			"--set", "metrics.podMonitor.authorization.credentials.name=prometheus-token", "--set", "metrics.podMonitor.authorization.credentials.key=token",
+			"--set", "rbac.create=false", "--set", "image.registry=mirror.example:5000"},
 	}
 	for name, values := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -157,6 +160,11 @@ func TestHelmChartRejectsBadValues(t *testing.T) {
 		{[]string{"agent.resources.limits.memory=lots"}, "/agent/resources/limits/memory"},
 		{[]string{"agent.resources.requests.gpu=1"}, "additional properties 'gpu' not allowed"},
 		{[]string{"leaderElection.mode=none", "replicas=3"}, "leaderElection.mode=none needs replicas=1, not 3"},
+		{[]string{"image.registry=https://mirror.example"}, "/image/registry"},
+		{[]string{"metrics.podMonitor.enabled=true", "metrics.serviceMonitor.enabled=true"}, "metrics.podMonitor.enabled and metrics.serviceMonitor.enabled: set one"},
+		{[]string{"metrics.podMonitor.enabled=true"}, "metrics.podMonitor.enabled with metrics.secure needs metrics.podMonitor.authorization"},
+		{[]string{"networkPolicy.metricsFrom={prometheus}"}, "/networkPolicy/metricsFrom/0"},
+		{[]string{"rbac.create=no"}, "/rbac/create"},
 	}
 	for _, tc := range cases {
 		args := []string{"template", "rl", chartDir()}

@@ -55,12 +55,17 @@ app.kubernetes.io/component: controller
 {{- default (printf "%s-controller" (include "redislock.fullname" .)) .Values.serviceAccount.name -}}
 {{- end -}}
 
-{{/* repository@digest with image.digest, else repository:tag (tag defaults to appVersion). */}}
+{{/*
+[registry/]repository@digest with image.digest, else [registry/]repository:tag
+(tag defaults to appVersion).
+*/}}
 {{- define "redislock.image" -}}
+{{- $repository := .Values.image.repository -}}
+{{- with .Values.image.registry }}{{ $repository = printf "%s/%s" . $repository }}{{ end -}}
 {{- if .Values.image.digest -}}
-{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- printf "%s@%s" $repository .Values.image.digest -}}
 {{- else -}}
-{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- printf "%s:%s" $repository (default .Chart.AppVersion .Values.image.tag) -}}
 {{- end -}}
 {{- end -}}
 
@@ -71,7 +76,7 @@ then the parts it leaves empty come from image (but not image.digest).
 {{- define "redislock.agentImage" -}}
 {{- $a := .Values.agent.image -}}
 {{- if or $a.repository $a.tag $a.digest -}}
-{{- $image := dict "repository" (default .Values.image.repository $a.repository) "tag" (default .Values.image.tag $a.tag) "digest" $a.digest -}}
+{{- $image := dict "registry" .Values.image.registry "repository" (default .Values.image.repository $a.repository) "tag" (default .Values.image.tag $a.tag) "digest" $a.digest -}}
 {{- include "redislock.image" (dict "Values" (dict "image" $image) "Chart" .Chart) -}}
 {{- else -}}
 {{- include "redislock.image" . -}}
@@ -107,6 +112,12 @@ controller's own RedisLock.
 Rules across values that the schema cannot explain: fail with the reason.
 */}}
 {{- define "redislock.validate" -}}
+{{- if and .Values.metrics.podMonitor.enabled .Values.metrics.serviceMonitor.enabled -}}
+{{- fail "metrics.podMonitor.enabled and metrics.serviceMonitor.enabled: set one; both would scrape each controller pod twice (the PodMonitor takes the other settings of metrics.serviceMonitor)" -}}
+{{- end -}}
+{{- if and .Values.metrics.podMonitor.enabled .Values.metrics.secure (not .Values.metrics.podMonitor.authorization) -}}
+{{- fail "metrics.podMonitor.enabled with metrics.secure needs metrics.podMonitor.authorization: a PodMonitor cannot send Prometheus's own token, so give one from a Secret, as in {type: Bearer, credentials: {name: prometheus-token, key: token}}; or use metrics.serviceMonitor, or metrics.secure=false" -}}
+{{- end -}}
 {{- if and (eq .Values.leaderElection.mode "none") (gt (int .Values.replicas) 1) -}}
 {{- fail (printf "leaderElection.mode=none needs replicas=1, not %v: without an election every replica runs the controller, so several would reconcile each RedisLock at once; set replicas=1, or leaderElection.mode=lease or redislock" .Values.replicas) -}}
 {{- end -}}
