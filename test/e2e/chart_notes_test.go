@@ -38,6 +38,7 @@ func TestChartNotesFollowTheOptions(t *testing.T) {
 			"--set", "webhook.namespaceSelector.matchLabels.team=a"}},
 		{"no agent role", []string{"--set", "agentRole.create=false"}},
 		{"no webhook", []string{"--set", "webhook.enabled=false"}},
+		{"plain HTTP metrics", []string{"--set", "metrics.secure=false"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -76,6 +77,14 @@ func checkNotes(t *testing.T, notes string, objs []map[string]any) {
 		t.Fatal("the release renders no Deployment")
 	}
 	args := containerArgs(deploy, "controller")
+	// The metrics line says HTTPS, and names a reader role the release
+	// makes, exactly when the controller serves them so.
+	reader := regexp.MustCompile(`HTTPS to service\s+accounts bound to the ClusterRole (\S+)-metrics-reader\.`).FindStringSubmatch(notes)
+	if secure := slices.Contains(args, "-metrics-secure"); secure != (reader != nil) {
+		t.Errorf("the controller's -metrics-secure is %v, but the notes' metrics line says otherwise:\n%s", secure, notes)
+	} else if reader != nil && !clusterRoles.Has(reader[1]+"-metrics-reader") {
+		t.Errorf("the notes name the ClusterRole %s-metrics-reader, which the release does not make", reader[1])
+	}
 	flagValue := func(name string) (string, bool) {
 		for _, a := range args {
 			if v, ok := strings.CutPrefix(a, "-"+name+"="); ok {
