@@ -88,13 +88,14 @@ generate:
 
 ## manifests: the CRDs, the RBAC roles of the controller and the agent, and the webhook configuration, from the markers;
 ## the tenancy policies (config/policy, hand-written) are copied too;
-## the Helm chart gets copies (charts/redislock/crds and files/).
+## the Helm charts get copies (charts/redislock/crds and files/, charts/redislock-crds/files/crds).
 manifests:
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:dir=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=redislock-controller paths=./controllers/... paths=./internal/controllercmd/... paths=./internal/webhookcert/... output:rbac:dir=config/rbac
 	$(CONTROLLER_GEN) rbac:roleName=redislock-agent paths=./internal/agent/... output:rbac:dir=config/rbac/agent
 	$(CONTROLLER_GEN) webhook paths=./internal/inject/... output:webhook:dir=config/webhook
 	cp config/crd/bases/*.yaml charts/redislock/crds/
+	cp config/crd/bases/*.yaml charts/redislock-crds/files/crds/
 	cp config/rbac/agent/clusterconnection_reader.yaml charts/redislock/files/clusterconnection-reader.yaml
 	cp config/rbac/role.yaml charts/redislock/files/rbac.yaml
 	cp config/rbac/agent/role.yaml charts/redislock/files/agent-role.yaml
@@ -107,12 +108,13 @@ manifests:
 verify-generated: generate manifests
 	@out=$$(git status --porcelain -- api config charts docs/api.md); if [ -n "$$out" ]; then echo "generated files are stale; run 'make generate manifests' and commit:"; echo "$$out"; exit 1; fi
 
-## chart: the Helm chart packaged into dist/redislock-<version>.tgz, with the version and
-## appVersion of charts/redislock/Chart.yaml (the appVersion is what `redislock version` prints),
-## so it installs without a clone: helm install redislock dist/redislock-<version>.tgz.
+## chart: the Helm charts packaged into dist/redislock-<version>.tgz and
+## dist/redislock-crds-<version>.tgz, with the version and appVersion of their Chart.yaml (the
+## appVersion is what `redislock version` prints), so they install without a clone:
+## helm install redislock dist/redislock-<version>.tgz.
 chart:
-	$(HELM) lint --strict charts/redislock
-	$(HELM) package charts/redislock --destination dist
+	$(HELM) lint --strict charts/redislock charts/redislock-crds
+	$(HELM) package charts/redislock charts/redislock-crds --destination dist
 
 ## lint: golangci-lint with the pinned version and .golangci.yml.
 lint:

@@ -234,8 +234,8 @@ func (c *claims) block(path string, b testenv.DocBlock) {
 			c.errorf(path, b.Line, "block marked %s is not that file's content", b.Marker)
 		}
 	case b.ID() != "":
-		if !regexp.MustCompile(`DocBlockByID\([^)]*"` + regexp.QuoteMeta(b.ID()) + `"`).MatchString(c.tests) {
-			c.errorf(path, b.Line, "block marked %s: no test reads it (testenv.DocBlockByID)", b.Marker)
+		if !regexp.MustCompile(`(DocBlockByID|docCommand)\([^)]*"` + regexp.QuoteMeta(b.ID()) + `"`).MatchString(c.tests) {
+			c.errorf(path, b.Line, "block marked %s: no test reads it (testenv.DocBlockByID, or test/cluster's docCommand)", b.Marker)
 		}
 	default:
 		c.errorf(path, b.Line, "```%s block with marker %q: mark it illustrative, file=<path> or id=<name> (a test runs it)", b.Lang, b.Marker)
@@ -304,7 +304,7 @@ func (c *claims) command(path string, line int, w []string) {
 
 // externalFlags are the flags of other tools that the docs name alone:
 // Go's, helm's and kubectl's.
-var externalFlags = []string{"race", "buildvcs", "count", "run", "wait", "force-conflicts", "server-side", "create-namespace", "dry-run", "set", "values"}
+var externalFlags = []string{"race", "buildvcs", "count", "run", "wait", "force-conflicts", "server-side", "create-namespace", "dry-run", "set", "values", "take-ownership"}
 
 // anyFlag says whether name is a flag of a redislock command, of hack/demo,
 // examples/operator, or one of externalFlags.

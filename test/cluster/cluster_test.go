@@ -18,7 +18,6 @@ import (
 
 	"github.com/redislock/redislock/api/v1alpha1"
 	"github.com/redislock/redislock/internal/leaderhttp"
-	"github.com/redislock/redislock/internal/testenv"
 )
 
 // Deadlines on a loaded 2-core machine. Each is far above what it takes
@@ -133,19 +132,9 @@ func TestChartOnARealCluster(t *testing.T) {
 // --wait (to time it) and the controller's election on the cluster's Redis.
 func readmeInstall(t *testing.T) []string {
 	t.Helper()
-	block, err := testenv.DocBlockByID(repoRoot, "README.md", "helm-install")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmds, err := testenv.Commands(block.Text)
-	if err != nil {
-		t.Fatal(err)
-	}
 	want := []string{"helm", "install", "redislock", "charts/redislock", "-n", releaseNS, "--create-namespace"}
-	if len(cmds) != 1 || !slices.Equal(cmds[0], want) {
-		t.Fatalf("README.md:%d gives %q; this test runs %q (with its own release name)", block.Line, cmds, want)
-	}
-	args := slices.Clone(cmds[0][1:])
+	docCommand(t, "README.md", "helm-install", want)
+	args := slices.Clone(want[1:])
 	args[1] = release
 	return args
 }

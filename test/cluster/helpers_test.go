@@ -13,6 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/redislock/redislock/internal/testenv"
 )
 
 // leaderLabel is the label the agent keeps on its pod.
@@ -303,4 +305,21 @@ func (h *hookWatch) report(t *testing.T, ns, controller string) {
 		}
 	}
 	t.Logf("%s; its log:\n%s", line, h.log)
+}
+
+// docCommand fails t unless the block marked id=<id> in doc holds the
+// one command want, which the test then runs as the doc says.
+func docCommand(t *testing.T, doc, id string, want []string) {
+	t.Helper()
+	block, err := testenv.DocBlockByID(repoRoot, doc, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmds, err := testenv.Commands(block.Text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cmds) != 1 || !slices.Equal(cmds[0], want) {
+		t.Fatalf("%s:%d gives %q; this test runs %q", doc, block.Line, cmds, want)
+	}
 }

@@ -3,14 +3,11 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/redislock/redislock/internal/testenv"
 )
 
 // scrapeScript GETs the URL in argv[1] with the pod's service account
@@ -56,18 +53,8 @@ func metricsNeedAToken(t *testing.T) {
 	mustKubectl(t, "", "create", "namespace", ns)
 	mustKubectl(t, "", "-n", ns, "create", "serviceaccount", sa)
 	// The binding docs/metrics.md gives, for this test's release.
-	block, err := testenv.DocBlockByID(repoRoot, "docs/metrics.md", "metrics-reader-binding")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmds, err := testenv.Commands(block.Text)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []string{"kubectl", "create", "clusterrolebinding", binding, "--clusterrole=redislock-metrics-reader", "--serviceaccount=" + ns + ":" + sa}
-	if len(cmds) != 1 || !slices.Equal(cmds[0], want) {
-		t.Fatalf("docs/metrics.md:%d gives %q; this test runs %q", block.Line, cmds, want)
-	}
+	docCommand(t, "docs/metrics.md", "metrics-reader-binding",
+		[]string{"kubectl", "create", "clusterrolebinding", binding, "--clusterrole=redislock-metrics-reader", "--serviceaccount=" + ns + ":" + sa})
 	mustKubectl(t, "", "create", "clusterrolebinding", binding, "--clusterrole="+reader, "--serviceaccount="+ns+":"+sa)
 	waitFor(t, leaderTimeout, "the namespace's service account", func(ctx context.Context) (bool, string) {
 		_, err := client.CoreV1().ServiceAccounts(ns).Get(ctx, sa, metav1.GetOptions{})

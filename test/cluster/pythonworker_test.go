@@ -5,14 +5,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/redislock/redislock/internal/testenv"
 )
 
 // pythonWorkerEdits are what docs/workloads.md tells a user to change in
@@ -72,17 +69,7 @@ func pythonWorker(t *testing.T) {
 	// The command README.md and docs/workloads.md give, on the edited copy.
 	want := []string{"kubectl", "apply", "-k", "examples/python-worker"}
 	for _, doc := range []string{"README.md", "docs/workloads.md"} {
-		block, err := testenv.DocBlockByID(repoRoot, doc, "python-worker-apply")
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmds, err := testenv.Commands(block.Text)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(cmds) != 1 || !slices.Equal(cmds[0], want) {
-			t.Fatalf("%s:%d gives %q; this test runs %q", doc, block.Line, cmds, want)
-		}
+		docCommand(t, doc, "python-worker-apply", want)
 	}
 	mustKubectl(t, "", "apply", "-k", dir)
 	first := waitForWorker(t, "")

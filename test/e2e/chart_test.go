@@ -703,3 +703,53 @@ func TestHelmTenancyPolicies(t *testing.T) {
 		})
 	}
 }
+
+// charts/redislock-crds has the redislock chart's version and appVersion
+// (the two are installed side by side), marks its CRDs keep unless told
+// not to, and its notes say what uninstall does. (test/cluster upgrades a
+// CRD with it, and checks that uninstall keeps them.)
+func TestCRDsChartFollowsTheMainChart(t *testing.T) {
+	var main, crds struct{ Version, AppVersion string }
+	if err := yaml.Unmarshal([]byte(readFile(t, filepath.Join(chartDir(), "Chart.yaml"))), &main); err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal([]byte(readFile(t, filepath.Join(crdsChartDir(), "Chart.yaml"))), &crds); err != nil {
+		t.Fatal(err)
+	}
+	if crds != main {
+		t.Errorf("charts/redislock-crds is %+v, charts/redislock %+v: bump them together", crds, main)
+	}
+	annotations := func(set ...string) []any {
+		out, err := helm(t, append([]string{"template", "redislock-crds", crdsChartDir()}, set...)...)
+		if err != nil {
+			t.Fatalf("helm template: %v\n%s", err, out)
+		}
+		var policies []any
+		for _, d := range docs(out) {
+			policies = append(policies, at(d, "metadata.annotations[helm.sh/resource-policy]"))
+		}
+		return policies
+	}
+	if got := annotations(); !reflect.DeepEqual(got, []any{"keep", "keep", "keep"}) {
+		t.Errorf("defaults: the CRDs' helm.sh/resource-policy are %v, want keep on each of 3", got)
+	}
+	if got := annotations("--set", "keep=false"); !reflect.DeepEqual(got, []any{nil, nil, nil}) {
+		t.Errorf("keep=false: the CRDs' helm.sh/resource-policy are %v, want none", got)
+	}
+	for _, c := range []struct {
+		set  []string
+		want string
+	}{
+		{nil, "helm uninstall redislock-crds leaves them (and your RedisLocks) in place"},
+		{[]string{"--set", "keep=false"}, "helm uninstall redislock-crds deletes them, and with them every RedisLock"},
+	} {
+		// --take-ownership: the test API server has the CRDs, without Helm's labels.
+		out, err := helm(t, append([]string{"install", "redislock-crds", crdsChartDir(), "--dry-run=client", "--take-ownership"}, c.set...)...)
+		if err != nil {
+			t.Fatalf("helm install --dry-run=client: %v\n%s", err, out)
+		}
+		if !strings.Contains(strings.Join(strings.Fields(out), " "), c.want) {
+			t.Errorf("%v: the notes do not say %q:\n%s", c.set, c.want, out[strings.Index(out, "NOTES:"):])
+		}
+	}
+}

@@ -19,6 +19,9 @@ import (
 // chartDir is the Helm chart.
 func chartDir() string { return filepath.Join(repoRoot, "charts", "redislock") }
 
+// crdsChartDir is the chart of the CRDs alone, for helm upgrade to upgrade.
+func crdsChartDir() string { return filepath.Join(repoRoot, "charts", "redislock-crds") }
+
 // helm runs the pinned helm (hack/ensure-tools.sh builds it; $HELM
 // overrides) and returns its stdout, and stderr on failure.
 func helm(t *testing.T, args ...string) (string, error) {
@@ -60,11 +63,11 @@ func installThirdPartyCRDs(t *testing.T) {
 }
 
 func TestHelmLintIsClean(t *testing.T) {
-	out, err := helm(t, "lint", "--strict", chartDir())
+	out, err := helm(t, "lint", "--strict", chartDir(), crdsChartDir())
 	if err != nil {
 		t.Fatalf("helm lint --strict: %v\n%s", err, out)
 	}
-	if !strings.Contains(out, "0 chart(s) failed") || strings.Contains(out, "[WARNING]") || strings.Contains(out, "[ERROR]") {
+	if !strings.Contains(out, "2 chart(s) linted, 0 chart(s) failed") || strings.Contains(out, "[WARNING]") || strings.Contains(out, "[ERROR]") {
 		t.Fatalf("helm lint:\n%s", out)
 	}
 }
@@ -263,12 +266,31 @@ func TestInstallManifestsMatchTheGeneratedOnes(t *testing.T) {
 			fromKustomize[doc["metadata"].(map[string]any)["name"].(string)] = doc
 		}
 	}
+	rendered, err := helm(t, "template", "redislock-crds", crdsChartDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromCRDsChart := map[string]map[string]any{}
+	for _, doc := range docs(rendered) {
+		fromCRDsChart[doc["metadata"].(map[string]any)["name"].(string)] = doc
+	}
+	if len(fromCRDsChart) != 3 {
+		t.Errorf("charts/redislock-crds renders %d objects, want the 3 CRDs", len(fromCRDsChart))
+	}
 	for _, crd := range []string{"redislocks", "redisconnections", "clusterredisconnections"} {
 		name := crd + ".redislock.io"
 		generated := filepath.Join(repoRoot, "config", "crd", "bases", "redislock.io_"+crd+".yaml")
 		want := readObject(t, generated)
 		if got := readObject(t, filepath.Join(chartDir(), "crds", "redislock.io_"+crd+".yaml")); !reflect.DeepEqual(got, want) {
 			t.Errorf("charts/redislock/crds differs from %s; run make manifests", generated)
+		}
+		if got := readObject(t, filepath.Join(crdsChartDir(), "files", "crds", "redislock.io_"+crd+".yaml")); !reflect.DeepEqual(got, want) {
+			t.Errorf("charts/redislock-crds/files/crds differs from %s; run make manifests", generated)
+		}
+		// charts/redislock-crds renders it with its labels and the keep
+		// annotation, and the generated spec.
+		if got := fromCRDsChart[name]; got == nil || !reflect.DeepEqual(got["spec"], want["spec"]) {
+			t.Errorf("the CRD %s of charts/redislock-crds differs from %s", name, generated)
 		}
 		if !reflect.DeepEqual(fromKustomize[name], want) {
 			t.Errorf("the CRD %s of config/default differs from %s", name, generated)
