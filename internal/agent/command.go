@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/redislock/redislock/internal/agentflags"
 	"github.com/redislock/redislock/internal/cli"
 	"github.com/redislock/redislock/internal/kubeconfig"
 	"github.com/redislock/redislock/internal/redisconn"
@@ -17,10 +18,10 @@ import (
 // optionFlags name, for each Options field that the agent's flags set, the
 // flag (and environment variable) that sets it.
 var optionFlags = map[string]string{
-	"Lock.Name":      "-lock",
-	"Lock.Namespace": "-namespace (or $POD_NAMESPACE)",
-	"Identity":       "-identity (or $POD_NAME)",
-	"OnLost":         "-on-lost",
+	"Lock.Name":      "-" + agentflags.Lock,
+	"Lock.Namespace": "-" + agentflags.Namespace + " (or $POD_NAMESPACE)",
+	"Identity":       "-" + agentflags.Identity + " (or $POD_NAME)",
+	"OnLost":         "-" + agentflags.OnLost,
 	"Command":        "the command after --",
 }
 
@@ -29,16 +30,9 @@ var optionFlags = map[string]string{
 // the agent loads a kubeconfig or connects to anything.
 func Command(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
-	lock := fs.String("lock", "", "name of the RedisLock to campaign for (required)")
-	namespace := fs.String("namespace", os.Getenv("POD_NAMESPACE"), "namespace of the RedisLock and of this pod (default $POD_NAMESPACE)")
-	identity := fs.String("identity", os.Getenv("POD_NAME"), "this candidate's identity, the pod's name (default $POD_NAME)")
-	addr := fs.String("http-address", DefaultAddr, "listen address of /leader, /healthz and /metrics")
-	labelPod := fs.Bool("label-pod", false, "keep the pod label "+LeaderLabel+"=true|false current (needs patch on pods)")
-	leaderFile := fs.String("leader-file", "", "keep the /leader JSON in this file, rewritten on changes and renewals")
+	f := agentflags.Flags{Namespace: os.Getenv("POD_NAMESPACE"), Identity: os.Getenv("POD_NAME"), HTTPAddress: DefaultAddr, OnLost: OnLostExit}
+	f.Bind(fs)
 	kubeconfigPath := kubeconfig.Flag(fs)
-	clusterID := fs.String("cluster-id", "", "this cluster's identity, the UID of namespace kube-system, for a lock of scope Cluster (default: read it, which needs get on that namespace)")
-	hook := fs.String("hook", "", "a program to run on each change of leadership or holder, with the /leader JSON on its stdin and REDISLOCK_LEADING=true|false")
-	onLost := fs.String("on-lost", OnLostExit, "with a command after --: what to do when leadership ends, once the command is stopped: exit, or campaign to run it again at the next term")
 	fs.Usage = func() {
 		_, _ = fmt.Fprintf(fs.Output(), "usage: redislock agent -lock NAME [flags] [-- CMD ARGS...]\n\nWith CMD, the agent runs it only while it leads, stops it when leadership ends, and exits with its exit code.\n\n")
 		fs.PrintDefaults()
@@ -47,12 +41,7 @@ func Command(ctx context.Context, args []string) error {
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
-	o := Options{
-		Lock:     types.NamespacedName{Namespace: *namespace, Name: *lock},
-		Identity: *identity, Addr: *addr, LabelPod: *labelPod, LeaderFile: *leaderFile,
-		ClusterID: *clusterID, Hook: *hook,
-		Command: fs.Args(), OnLost: onLostFlag(fs.Args(), *onLost),
-	}
+	o := options(f, fs.Args())
 	if err := o.validate(); err != nil {
 		var oe *OptionError
 		if errors.As(err, &oe) && optionFlags[oe.Field] != "" {
@@ -72,6 +61,17 @@ func Command(ctx context.Context, args []string) error {
 		return fmt.Errorf("agent: %w", err)
 	}
 	return a.Run(ctx)
+}
+
+// options are the Options that f and command (the arguments after --)
+// give.
+func options(f agentflags.Flags, command []string) Options {
+	return Options{
+		Lock:     types.NamespacedName{Namespace: f.Namespace, Name: f.Lock},
+		Identity: f.Identity, Addr: f.HTTPAddress, LabelPod: f.LabelPod, LeaderFile: f.LeaderFile,
+		ClusterID: f.ClusterID, Hook: f.Hook,
+		Command: command, OnLost: onLostFlag(command, f.OnLost),
+	}
 }
 
 // onLostFlag is -on-lost's value for Options: unset without a command, so

@@ -207,7 +207,8 @@ func TestGuardStopsTheCommandOnALateLine(t *testing.T) {
 func TestGuardStopsWhatTheCommandStarted(t *testing.T) {
 	dir := t.TempDir()
 	pidFile := filepath.Join(dir, "child")
-	g := guarded(t, `sh -c 'trap "" TERM; echo $$ > `+pidFile+`; while :; do sleep 0.05; done' & wait`, 5*time.Second, pidFile)
+	// Written whole, then renamed: the file appears with the pid in it.
+	g := guarded(t, `sh -c 'trap "" TERM; echo $$ > `+pidFile+`.tmp; mv `+pidFile+`.tmp `+pidFile+`; while :; do sleep 0.05; done' & wait`, 5*time.Second, pidFile)
 	clk, codes := g.clk, g.codes
 	raw, err := os.ReadFile(pidFile)
 	if err != nil {

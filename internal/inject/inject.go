@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
+
+	"github.com/redislock/redislock/internal/agentflags"
 )
 
 const (
@@ -168,11 +170,8 @@ func Apply(pod *corev1.Pod, in Injection, a Agent) {
 			FailureThreshold: failures,
 		}
 	}
-	args := []string{"agent", "-lock=" + in.Lock, "-http-address=:" + strconv.Itoa(int(in.Port))}
-	if in.LabelPod {
-		args = append(args, "-label-pod")
-	}
-	args = append(args, "-leader-file="+LeaderFile, "-cluster-id="+a.ClusterID)
+	flags := agentflags.Flags{Lock: in.Lock, HTTPAddress: ":" + strconv.Itoa(int(in.Port)), LabelPod: in.LabelPod, LeaderFile: LeaderFile, ClusterID: a.ClusterID}
+	args := append([]string{"agent"}, flags.Args()...)
 	podName := &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}
 	agent := corev1.Container{
 		Name:  ContainerName,

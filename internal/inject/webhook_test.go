@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"maps"
 	"path/filepath"
@@ -29,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/redislock/redislock/api/v1alpha1"
+	"github.com/redislock/redislock/internal/agentflags"
 	"github.com/redislock/redislock/internal/inject"
 	"github.com/redislock/redislock/internal/testenv"
 )
@@ -176,14 +178,10 @@ func checkInjected(t *testing.T, pod *corev1.Pod, in inject.Injection) {
 	if a.RestartPolicy == nil || *a.RestartPolicy != corev1.ContainerRestartPolicyAlways {
 		t.Errorf("agent restartPolicy %v, want Always (a native sidecar)", a.RestartPolicy)
 	}
-	args := strings.Join(a.Args, " ")
-	for _, want := range []string{"agent", "-lock=" + lock, fmt.Sprintf("-http-address=:%d", port), "-leader-file=" + inject.LeaderFile, "-cluster-id=test-cluster"} {
-		if !strings.Contains(args, want) {
-			t.Errorf("agent args %q lack %q", args, want)
-		}
-	}
-	if got := slices.Contains(a.Args, "-label-pod"); got != in.LabelPod {
-		t.Errorf("agent args %q: -label-pod given %t, want %t", args, got, in.LabelPod)
+	// The agent's own flag set parses what the webhook wrote.
+	wantFlags := agentflags.Flags{Lock: lock, HTTPAddress: fmt.Sprintf(":%d", port), LabelPod: in.LabelPod, LeaderFile: inject.LeaderFile, ClusterID: "test-cluster"}
+	if got, rest := parseAgentArgs(t, a.Args); got != wantFlags || len(rest) != 0 {
+		t.Errorf("agent args %q parse into %+v and %q, want %+v", a.Args, got, rest, wantFlags)
 	}
 	env := map[string]string{}
 	for _, e := range a.Env {
@@ -473,10 +471,12 @@ func TestRunContainerIsWrappedInTheAgent(t *testing.T) {
 		t.Fatalf("init container %+v; want the agent image, with its resources, installing its binary at %s, run once", install, inject.BinPath)
 	}
 	app := pod.Spec.Containers[0]
-	want := []string{inject.BinPath, "agent", "-lock=lock", fmt.Sprintf("-http-address=:%d", inject.DefaultPort), "-label-pod",
-		"-leader-file=" + inject.LeaderFile, "-cluster-id=test-cluster", "--", "/app", "serve"}
-	if !slices.Equal(app.Command, want) || !slices.Equal(app.Args, []string{"--port=8080"}) {
-		t.Fatalf("app command %q args %q; want %q and its own args", app.Command, app.Args, want)
+	want := agentflags.Flags{Lock: "lock", HTTPAddress: fmt.Sprintf(":%d", inject.DefaultPort), LabelPod: true, LeaderFile: inject.LeaderFile, ClusterID: "test-cluster"}
+	if len(app.Command) < 2 || app.Command[0] != inject.BinPath {
+		t.Fatalf("app command %q; want %s agent ...", app.Command, inject.BinPath)
+	}
+	if got, rest := parseAgentArgs(t, app.Command[1:]); got != want || !slices.Equal(rest, []string{"/app", "serve"}) || !slices.Equal(app.Args, []string{"--port=8080"}) {
+		t.Fatalf("app command %q args %q: the agent parses %+v, then runs %q; want %+v, then /app serve with its own args", app.Command, app.Args, got, rest, want)
 	}
 	envs := map[string]bool{}
 	for _, e := range app.Env {
@@ -535,4 +535,21 @@ func TestWebhookInjectsOnlyForItsClass(t *testing.T) {
 			t.Errorf("webhook of class %q, pod of lock %q: allowed=%t, %d patches (%s); want injected=%t", tc.class, tc.lock, resp.Allowed, len(resp.Patches), resp.Result.Message, tc.injects)
 		}
 	}
+}
+
+// parseAgentArgs parses args (agent ...) as `redislock agent` does, with
+// the flag set agentflags declares, and returns the flags and what
+// follows them (the command after --).
+func parseAgentArgs(t *testing.T, args []string) (agentflags.Flags, []string) {
+	t.Helper()
+	if len(args) == 0 || args[0] != "agent" {
+		t.Fatalf("args %q do not run the agent", args)
+	}
+	var f agentflags.Flags
+	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+	f.Bind(fs)
+	if err := fs.Parse(args[1:]); err != nil {
+		t.Fatalf("the agent's flags refuse %q: %v", args, err)
+	}
+	return f, fs.Args()
 }

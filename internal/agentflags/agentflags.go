@@ -1,0 +1,61 @@
+// Package agentflags is the command line of `redislock agent`: the one
+// place that names its flags, for the agent that parses them and for the
+// webhook that writes them into the pods it injects.
+package agentflags
+
+import "flag"
+
+// The names of the flags that the agent's usage errors name too.
+const (
+	Lock      = "lock"
+	Namespace = "namespace"
+	Identity  = "identity"
+	OnLost    = "on-lost"
+)
+
+// Flags are the options of `redislock agent` that its flags set, and the
+// one place that names those flags: Bind declares them on a flag set, and
+// Args writes the arguments that set them, so that a command line written
+// for the agent (the webhook's) and the agent's parser cannot drift apart.
+type Flags struct {
+	Lock        string
+	Namespace   string
+	Identity    string
+	HTTPAddress string
+	LabelPod    bool
+	LeaderFile  string
+	ClusterID   string
+	Hook        string
+	OnLost      string
+}
+
+// Bind declares the flags on fs, each defaulting to f's value and parsed
+// into f.
+func (f *Flags) Bind(fs *flag.FlagSet) {
+	fs.StringVar(&f.Lock, Lock, f.Lock, "name of the RedisLock to campaign for (required)")
+	fs.StringVar(&f.Namespace, Namespace, f.Namespace, "namespace of the RedisLock and of this pod (default $POD_NAMESPACE)")
+	fs.StringVar(&f.Identity, Identity, f.Identity, "this candidate's identity, the pod's name (default $POD_NAME)")
+	fs.StringVar(&f.HTTPAddress, "http-address", f.HTTPAddress, "listen address of /leader, /healthz and /metrics")
+	fs.BoolVar(&f.LabelPod, "label-pod", f.LabelPod, "keep the pod label redislock.io/leader=true|false current (needs patch on pods)")
+	fs.StringVar(&f.LeaderFile, "leader-file", f.LeaderFile, "keep the /leader JSON in this file, rewritten on changes and renewals")
+	fs.StringVar(&f.ClusterID, "cluster-id", f.ClusterID, "this cluster's identity, the UID of namespace kube-system, for a lock of scope Cluster (default: read it, which needs get on that namespace)")
+	fs.StringVar(&f.Hook, "hook", f.Hook, "a program to run on each change of leadership or holder, with the /leader JSON on its stdin and REDISLOCK_LEADING=true|false")
+	fs.StringVar(&f.OnLost, OnLost, f.OnLost, "with a command after --: what to do when leadership ends, once the command is stopped: exit, or campaign to run it again at the next term")
+}
+
+// Args are the arguments, one -name=value each in the flags' name order,
+// that set every field of f that is not its zero value: parsed by a flag
+// set that Bind declared on a zero Flags, they give f back.
+func (f Flags) Args() []string {
+	var zero Flags
+	defaults, values := flag.NewFlagSet("", flag.ContinueOnError), flag.NewFlagSet("", flag.ContinueOnError)
+	zero.Bind(defaults)
+	f.Bind(values)
+	var args []string
+	values.VisitAll(func(v *flag.Flag) {
+		if v.DefValue != defaults.Lookup(v.Name).DefValue {
+			args = append(args, "-"+v.Name+"="+v.DefValue)
+		}
+	})
+	return args
+}
