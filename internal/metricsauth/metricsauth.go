@@ -139,7 +139,8 @@ func (g *Guard) authenticate(r *http.Request, token string) (*authenticationv1.U
 // authorize says whether user may verb the request's path.
 func (g *Guard) authorize(r *http.Request, user *authenticationv1.UserInfo, verb string) (bool, error) {
 	groups := slices.Sorted(slices.Values(user.Groups))
-	key := fmt.Sprintf("%q %q %q %q %q", user.Username, user.UID, groups, verb, r.URL.Path)
+	// Everything the review is asked about (fmt prints a map's keys sorted).
+	key := fmt.Sprintf("%q %q %q %q %q %q", user.Username, user.UID, groups, user.Extra, verb, r.URL.Path)
 	if v, ok := g.allowed.Get(key); ok {
 		return v.(bool), nil
 	}
