@@ -11,7 +11,6 @@ RUN go mod download
 COPY main.go ./
 COPY charts/redislock/Chart.yaml charts/redislock/
 COPY api/ api/
-COPY controllers/ controllers/
 COPY internal/ internal/
 COPY pkg/ pkg/
 # Set by BuildKit from --platform; the build stage cross-compiles.

@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/redislock/redislock/internal/agent"
-	"github.com/redislock/redislock/internal/testenv"
+	"github.com/redislock/redislock/internal/testing/testenv"
 )
 
 // userDocs are the Markdown files a user or contributor reads; docs/bench
@@ -334,7 +334,7 @@ func flagName(a string) (string, bool) {
 var (
 	annotation = regexp.MustCompile(`redislock\.io/[a-z0-9][a-z0-9-]*`)
 	// repoPath is a path into one of the repository's top directories.
-	repoPath = regexp.MustCompile(`^(?:\./)?(?:api|charts|config|controllers|docs|examples|hack|internal|pkg|test)/[A-Za-z0-9_./-]*$`)
+	repoPath = regexp.MustCompile(`^(?:\./)?(?:api|charts|config|docs|examples|hack|internal|pkg|test)/[A-Za-z0-9_./-]*$`)
 	dotted   = regexp.MustCompile(`^[a-z][A-Za-z0-9]*(?:\.[A-Za-z0-9]+)+$`)
 	field    = regexp.MustCompile(`^(?:spec|status)(?:\.[A-Za-z0-9]+(?:\[[0-9]+\])?)+$`)
 	flagSpan = regexp.MustCompile(`^--?[a-z][a-z0-9-]*(?:=\S*)?$`)

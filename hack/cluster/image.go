@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redislock/redislock/internal/proc"
+	"github.com/redislock/redislock/internal/testing/proc"
 )
 
 // image is a one-layer image: a static binary at /<name>, an /etc/passwd

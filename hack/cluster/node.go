@@ -24,7 +24,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/redislock/redislock/internal/proc"
+	"github.com/redislock/redislock/internal/testing/proc"
 )
 
 // Deadlines of the node's steps on a loaded 2-core machine; a step that

@@ -1,5 +1,5 @@
 // Command demo is `make demo`: the whole of redislock on one machine, with
-// no cluster (see internal/demo). The Makefile builds the binaries it runs
+// no cluster (see internal/testing/demo). The Makefile builds the binaries it runs
 // and the control plane it starts.
 package main
 
@@ -15,7 +15,7 @@ import (
 
 	"golang.org/x/term"
 
-	"github.com/redislock/redislock/internal/demo"
+	"github.com/redislock/redislock/internal/testing/demo"
 )
 
 func main() {

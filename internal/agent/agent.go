@@ -21,8 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/redislock/redislock/internal/leaderhttp"
-	"github.com/redislock/redislock/internal/redisconn"
 	"github.com/redislock/redislock/pkg/promlock"
+	"github.com/redislock/redislock/pkg/redisconn"
 	"github.com/redislock/redislock/pkg/redislock"
 )
 

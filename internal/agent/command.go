@@ -12,7 +12,7 @@ import (
 	"github.com/redislock/redislock/internal/agentflags"
 	"github.com/redislock/redislock/internal/cli"
 	"github.com/redislock/redislock/internal/kubeconfig"
-	"github.com/redislock/redislock/internal/redisconn"
+	"github.com/redislock/redislock/pkg/redisconn"
 )
 
 // optionFlags name, for each Options field that the agent's flags set, the

@@ -31,14 +31,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/redislock/redislock/api/v1alpha1"
-	"github.com/redislock/redislock/controllers"
 	"github.com/redislock/redislock/internal/cli"
+	"github.com/redislock/redislock/internal/controller"
 	"github.com/redislock/redislock/internal/inject"
 	"github.com/redislock/redislock/internal/kubeconfig"
 	"github.com/redislock/redislock/internal/metricsauth"
-	"github.com/redislock/redislock/internal/redisconn"
 	"github.com/redislock/redislock/internal/webhookcert"
 	"github.com/redislock/redislock/pkg/mgrelection"
+	"github.com/redislock/redislock/pkg/redisconn"
 )
 
 // The controller's own leader election, in its namespace (redislock-system
@@ -253,12 +253,12 @@ func Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("controller: %w", err)
 	}
-	r := &controllers.RedisLockReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("redislock-controller"), Resync: *resync, ClusterID: clusterID, MaxConcurrentReconciles: *workers}
+	r := &controller.RedisLockReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("redislock-controller"), Resync: *resync, ClusterID: clusterID, MaxConcurrentReconciles: *workers}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("controller: setup: %w", err)
 	}
-	protection := &controllers.ConnectionProtection{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("redislock-controller"),
-		Finalizer: controllers.ConnectionFinalizer(*lockClass, slices.Collect(maps.Keys(cacheOpts.DefaultNamespaces)))}
+	protection := &controller.ConnectionProtection{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("redislock-controller"),
+		Finalizer: controller.ConnectionFinalizer(*lockClass, slices.Collect(maps.Keys(cacheOpts.DefaultNamespaces)))}
 	if err := protection.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("controller: setup: %w", err)
 	}
@@ -293,7 +293,7 @@ func cacheOptions(watchNamespaces, lockClass string) (cache.Options, error) {
 		}
 		o.DefaultNamespaces[ns] = cache.Config{}
 	}
-	sel, err := controllers.ClassSelector(lockClass)
+	sel, err := controller.ClassSelector(lockClass)
 	if err != nil {
 		return o, fmt.Errorf("-lock-class: %w", err)
 	}

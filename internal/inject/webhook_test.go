@@ -32,7 +32,7 @@ import (
 	"github.com/redislock/redislock/api/v1alpha1"
 	"github.com/redislock/redislock/internal/agentflags"
 	"github.com/redislock/redislock/internal/inject"
-	"github.com/redislock/redislock/internal/testenv"
+	"github.com/redislock/redislock/internal/testing/testenv"
 )
 
 const image = "example.test/redislock:dev"

@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/redislock/redislock/internal/metricsauth"
-	"github.com/redislock/redislock/internal/testenv"
+	"github.com/redislock/redislock/internal/testing/testenv"
 )
 
 var cfg *rest.Config

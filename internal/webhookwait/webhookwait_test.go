@@ -29,7 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/redislock/redislock/internal/inject"
-	"github.com/redislock/redislock/internal/syncbuf"
+	"github.com/redislock/redislock/internal/testing/syncbuf"
 	"github.com/redislock/redislock/internal/webhookwait"
 )
 

@@ -15,9 +15,9 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	testingclock "k8s.io/utils/clock/testing"
 
-	"github.com/redislock/redislock/internal/redisproc"
-	"github.com/redislock/redislock/internal/redisstats"
-	"github.com/redislock/redislock/internal/redistest"
+	"github.com/redislock/redislock/internal/testing/redisproc"
+	"github.com/redislock/redislock/internal/testing/redisstats"
+	"github.com/redislock/redislock/internal/testing/redistest"
 	"github.com/redislock/redislock/pkg/election"
 	"github.com/redislock/redislock/pkg/redislock"
 )

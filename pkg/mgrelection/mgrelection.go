@@ -7,7 +7,6 @@ package mgrelection
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -19,40 +18,27 @@ import (
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
-	"github.com/redislock/redislock/internal/redisconn"
 	"github.com/redislock/redislock/pkg/election"
+	"github.com/redislock/redislock/pkg/redisconn"
 	"github.com/redislock/redislock/pkg/redislock"
 )
 
 // Sentinel errors. ForRedisLock's errors wrap one of them, a redislock
 // sentinel (ErrInvalidOptions, ErrNoQuorum, ErrEvictionPolicy...) or an API
 // error (a NotFound RedisLock), so that callers can tell them apart with
-// errors.Is.
+// errors.Is. They are redisconn's, which reads the RedisLock, under the
+// names this package has always given them.
 var (
 	// ErrSecret means a Secret the RedisLock names is missing, or lacks
 	// the key it names.
-	ErrSecret = errors.New("mgrelection: secret")
+	ErrSecret = redisconn.ErrSecret
 	// ErrInvalidSpec means the RedisLock breaks a rule the API server
 	// cannot check (say, an address that does not parse).
-	ErrInvalidSpec = errors.New("mgrelection: invalid spec")
+	ErrInvalidSpec = redisconn.ErrInvalidSpec
 	// ErrConnection means the RedisConnection or ClusterRedisConnection
 	// the RedisLock's spec.connectionRef names does not exist.
-	ErrConnection = errors.New("mgrelection: connection")
+	ErrConnection = redisconn.ErrConnection
 )
-
-// public wraps err in the sentinel of this package that stands for the
-// internal one it wraps, if any.
-func public(err error) error {
-	switch {
-	case errors.Is(err, redisconn.ErrSecret):
-		return fmt.Errorf("%w: %w", ErrSecret, err)
-	case errors.Is(err, redisconn.ErrInvalid):
-		return fmt.Errorf("%w: %w", ErrInvalidSpec, err)
-	case errors.Is(err, redisconn.ErrConnection):
-		return fmt.Errorf("%w: %w", ErrConnection, err)
-	}
-	return fmt.Errorf("mgrelection: %w", err)
-}
 
 // Election is leader election on one RedisLock, ready for a
 // controller-runtime manager.
@@ -81,7 +67,7 @@ func ForRedisLock(ctx context.Context, cfg *rest.Config, ref types.NamespacedNam
 	}
 	cand, err := redisconn.OpenCandidate(ctx, c, ref, "", redislock.Options{Identity: identity})
 	if err != nil {
-		return nil, public(err)
+		return nil, fmt.Errorf("mgrelection: %w", err)
 	}
 	rl, lc, t, name := cand.Object, cand.Client, cand.Timing, cand.Name
 	wake, unsubscribe := lc.WatchReleases(context.WithoutCancel(ctx), name)

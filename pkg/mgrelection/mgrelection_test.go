@@ -22,12 +22,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/redislock/redislock/api/v1alpha1"
-	"github.com/redislock/redislock/internal/redisconn"
-	"github.com/redislock/redislock/internal/redisproc"
-	"github.com/redislock/redislock/internal/redistest"
-	"github.com/redislock/redislock/internal/testenv"
+	"github.com/redislock/redislock/internal/testing/redisproc"
+	"github.com/redislock/redislock/internal/testing/redistest"
+	"github.com/redislock/redislock/internal/testing/testenv"
 	"github.com/redislock/redislock/pkg/election"
 	"github.com/redislock/redislock/pkg/mgrelection"
+	"github.com/redislock/redislock/pkg/redisconn"
 	"github.com/redislock/redislock/pkg/redislock"
 )
 

@@ -9,8 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/redislock/redislock/internal/redisproc"
-	"github.com/redislock/redislock/internal/redistest"
+	"github.com/redislock/redislock/internal/testing/redisproc"
+	"github.com/redislock/redislock/internal/testing/redistest"
 	"github.com/redislock/redislock/pkg/promlock"
 	"github.com/redislock/redislock/pkg/redislock"
 )

@@ -12,10 +12,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	"k8s.io/utils/clock"
 
-	"github.com/redislock/redislock/internal/lockevents"
-	"github.com/redislock/redislock/internal/redisproc"
-	"github.com/redislock/redislock/internal/redisstats"
-	"github.com/redislock/redislock/internal/redistest"
+	"github.com/redislock/redislock/internal/testing/redisproc"
+	"github.com/redislock/redislock/internal/testing/redisstats"
+	"github.com/redislock/redislock/internal/testing/redistest"
 	"github.com/redislock/redislock/pkg/redislock"
 )
 
@@ -250,8 +249,8 @@ func (e *costElection) end(state string, m costWindowStart) {
 			e.name, state, i, float64(d.Scripts())/took.Seconds(), d.Scripts(), took.Round(time.Millisecond), budget, d.Total(), changes)
 		// Each subscriber (the candidates and the event counter) checks
 		// a silent subscription with one PING per SubscriptionCheck.
-		if limit := int64(len(e.cands)+1)*(int64(took/lockevents.CheckEvery)+1) + int64(e.serverPings*took.Seconds()+1); d["ping"] > limit {
-			t.Errorf("%s, %s: node %d got %d PINGs in %v; want at most %d, one per subscriber per %v", e.name, state, i, d["ping"], took, limit, lockevents.CheckEvery)
+		if limit := int64(len(e.cands)+1)*(int64(took/redislock.CheckEvery)+1) + int64(e.serverPings*took.Seconds()+1); d["ping"] > limit {
+			t.Errorf("%s, %s: node %d got %d PINGs in %v; want at most %d, one per subscriber per %v", e.name, state, i, d["ping"], took, limit, redislock.CheckEvery)
 		}
 		if d.Scripts() > budget {
 			t.Errorf("%s, %s: node %d ran %d scripts in %v, over the budget of %d", e.name, state, i, d.Scripts(), took, budget)
@@ -283,11 +282,11 @@ type eventTally struct {
 }
 
 // countEvents subscribes to lock's events on n and counts them until the
-// test ends. It listens as the candidates do (lockevents.Keeper), so its
+// test ends. It listens as the candidates do (redislock.KeepSubscription), so its
 // own PINGs are counted with theirs.
 func countEvents(t *testing.T, n redis.UniversalClient, lock string) *eventCounter {
 	ctx, cancel := context.WithCancel(context.Background())
-	sub := n.Subscribe(ctx, lockevents.Channel(lock))
+	sub := n.Subscribe(ctx, redislock.EventsChannel(lock))
 	if _, err := sub.Receive(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -295,7 +294,7 @@ func countEvents(t *testing.T, n redis.UniversalClient, lock string) *eventCount
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		lockevents.Keeper{Clock: clock.RealClock{}, Log: logr.Discard()}.Keep(ctx, sub, func(ctx context.Context) error { return sub.Subscribe(ctx, lockevents.Channel(lock)) }, func(msg *redis.Message) {
+		redislock.KeepSubscription(ctx, clock.RealClock{}, logr.Discard(), sub, func(ctx context.Context) error { return sub.Subscribe(ctx, redislock.EventsChannel(lock)) }, func(msg *redis.Message) {
 			switch msg.Payload {
 			case "released":
 				c.released.Add(1)

@@ -25,3 +25,21 @@ func EpochKey(c *Client, name string) string { return c.epoch(name) }
 // ReplicasKey is the key of the replicas record (WaitAllReplicas) that c's
 // writes of name read.
 func ReplicasKey(c *Client, name string) string { return c.nodes[0].replicasKey(name) }
+
+// EventsChannel is the events channel of the lock called name under the
+// default KeyPrefix.
+func EventsChannel(name string) string { return keysFor(DefaultKeyPrefix, name).channel() }
+
+// CheckEvery is how long a subscription may be silent before its keeper
+// PINGs.
+const CheckEvery = checkEvery
+
+// KeepSubscription is keepSubscription, for tests that listen as a Client
+// does.
+var KeepSubscription = keepSubscription
+
+// EventsPattern and LockOfChannel are eventsPattern and lockOfChannel.
+var (
+	EventsPattern = eventsPattern
+	LockOfChannel = lockOfChannel
+)

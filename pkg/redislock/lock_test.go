@@ -13,9 +13,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/redislock/redislock/internal/lockevents"
-	"github.com/redislock/redislock/internal/redisproc"
-	"github.com/redislock/redislock/internal/redistest"
+	"github.com/redislock/redislock/internal/testing/redisproc"
+	"github.com/redislock/redislock/internal/testing/redistest"
 	"github.com/redislock/redislock/pkg/redislock"
 )
 
@@ -457,7 +456,7 @@ func TestReleasesWakeWaitersAgainAfterARefusedResubscription(t *testing.T) {
 	defer stop()
 	admin := s.Client()
 	defer func() { _ = admin.Close() }()
-	channel := lockevents.Channel("resub")
+	channel := redislock.EventsChannel("resub")
 	for _, cmd := range [][]any{{"config", "set", "requirepass", "flip"}, {"auth", "flip"}, {"client", "kill", "type", "pubsub"}} {
 		if err := admin.Do(ctx, cmd...).Err(); err != nil {
 			t.Fatalf("%v: %v", cmd, err)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/redislock/redislock/internal/redisstats"
+	"github.com/redislock/redislock/internal/testing/redisstats"
 	"github.com/redislock/redislock/pkg/redislock"
 )
 

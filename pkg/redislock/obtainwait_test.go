@@ -13,9 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	testingclock "k8s.io/utils/clock/testing"
 
-	"github.com/redislock/redislock/internal/lockevents"
-	"github.com/redislock/redislock/internal/redisproc"
-	"github.com/redislock/redislock/internal/redistest"
+	"github.com/redislock/redislock/internal/testing/redisproc"
+	"github.com/redislock/redislock/internal/testing/redistest"
 	"github.com/redislock/redislock/pkg/redislock"
 )
 
@@ -80,8 +79,8 @@ func waitSubscribed(t testing.TB, servers []*redisproc.Server, name string, n in
 	for _, s := range servers {
 		c := s.Client()
 		waitFor(t, 10*time.Second, fmt.Sprintf("%d subscribers of %s on %s", n, name, s.Addr), func() bool {
-			m, err := c.PubSubNumSub(context.Background(), lockevents.Channel(name)).Result()
-			return err == nil && m[lockevents.Channel(name)] >= n
+			m, err := c.PubSubNumSub(context.Background(), redislock.EventsChannel(name)).Result()
+			return err == nil && m[redislock.EventsChannel(name)] >= n
 		})
 		_ = c.Close()
 	}

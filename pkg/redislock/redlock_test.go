@@ -12,10 +12,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/redislock/redislock/internal/lockevents"
-	"github.com/redislock/redislock/internal/proc"
-	"github.com/redislock/redislock/internal/redisproc"
-	"github.com/redislock/redislock/internal/redistest"
+	"github.com/redislock/redislock/internal/testing/proc"
+	"github.com/redislock/redislock/internal/testing/redisproc"
+	"github.com/redislock/redislock/internal/testing/redistest"
 	"github.com/redislock/redislock/pkg/redislock"
 )
 
@@ -167,7 +166,7 @@ func TestFailedAttemptsNeitherWakeWaitersNorCountTokens(t *testing.T) {
 		}
 		return n
 	}
-	sub := nodes[0].Subscribe(ctx, lockevents.Channel("split"))
+	sub := nodes[0].Subscribe(ctx, redislock.EventsChannel("split"))
 	t.Cleanup(func() { _ = sub.Close() })
 	if _, err := sub.Receive(ctx); err != nil {
 		t.Fatal(err)

@@ -11,8 +11,8 @@ import (
 	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
 
-	"github.com/redislock/redislock/internal/redisproc"
-	"github.com/redislock/redislock/internal/redistest"
+	"github.com/redislock/redislock/internal/testing/redisproc"
+	"github.com/redislock/redislock/internal/testing/redistest"
 	"github.com/redislock/redislock/pkg/redislock"
 )
 

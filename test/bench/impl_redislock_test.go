@@ -57,7 +57,7 @@ func (o *ours) close() error { return closeClients(o.clients) }
 
 // watched is our package while the controller's subscription listens on
 // the node: a PSUBSCRIBE to every lock's events channel, as the
-// controller's live status keeps (controllers/clients.go), so that each
+// controller's live status keeps (internal/controller/clients.go), so that each
 // acquire and release also pays the pattern match and the delivery. Its
 // keys have a prefix of their own, so the messages of the other
 // implementations on the node are not delivered to it.

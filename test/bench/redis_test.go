@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redislock/redislock/internal/redisproc"
-	"github.com/redislock/redislock/internal/redistest"
+	"github.com/redislock/redislock/internal/testing/redisproc"
+	"github.com/redislock/redislock/internal/testing/redistest"
 )
 
 // startRedis starts n independent redis-server processes on free loopback

@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/redislock/redislock/internal/testenv"
+	"github.com/redislock/redislock/internal/testing/testenv"
 )
 
 // The agent's role lets its service account patch any pod of the

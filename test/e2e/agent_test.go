@@ -19,9 +19,9 @@ import (
 
 	"github.com/redislock/redislock/internal/agent"
 	"github.com/redislock/redislock/internal/leaderhttp"
-	"github.com/redislock/redislock/internal/proc"
-	"github.com/redislock/redislock/internal/redisproc"
-	"github.com/redislock/redislock/internal/redistest"
+	"github.com/redislock/redislock/internal/testing/proc"
+	"github.com/redislock/redislock/internal/testing/redisproc"
+	"github.com/redislock/redislock/internal/testing/redistest"
 )
 
 // TestThreeAgentsOneLeaderThroughFaults runs three `redislock agent`

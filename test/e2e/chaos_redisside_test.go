@@ -5,7 +5,7 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/redislock/redislock/internal/redisproc"
+	"github.com/redislock/redislock/internal/testing/redisproc"
 )
 
 // redisSideFaults are the faults that happen inside Redis rather than to

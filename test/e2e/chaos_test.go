@@ -22,9 +22,9 @@ import (
 	"time"
 
 	"github.com/redislock/redislock/internal/leaderhttp"
-	"github.com/redislock/redislock/internal/proc"
-	"github.com/redislock/redislock/internal/redisproc"
-	"github.com/redislock/redislock/internal/redistest"
+	"github.com/redislock/redislock/internal/testing/proc"
+	"github.com/redislock/redislock/internal/testing/redisproc"
+	"github.com/redislock/redislock/internal/testing/redistest"
 )
 
 // TestChaos attacks one lock and its five candidates (three agents, two

@@ -11,8 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"sigs.k8s.io/yaml"
 
-	"github.com/redislock/redislock/controllers"
-	"github.com/redislock/redislock/internal/testenv"
+	"github.com/redislock/redislock/internal/controller"
+	"github.com/redislock/redislock/internal/testing/testenv"
 )
 
 // The chart's notes follow the release's options: the RedisLock they tell
@@ -117,7 +117,7 @@ func checkNotes(t *testing.T, notes string, objs []map[string]any) {
 		t.Errorf("the notes' RedisLock is in %q; the controller reconciles -watch-namespaces=%s only", ns, watched)
 	}
 	class, _ := flagValue("lock-class")
-	sel, err := controllers.ClassSelector(class)
+	sel, err := controller.ClassSelector(class)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,8 +8,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/redislock/redislock/internal/redisproc"
-	"github.com/redislock/redislock/internal/redisstats"
+	"github.com/redislock/redislock/internal/testing/redisproc"
+	"github.com/redislock/redislock/internal/testing/redisstats"
 )
 
 // chaosIdleWindow is how long the chaos run counts the cost of a stable

@@ -12,9 +12,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redislock/redislock/api/v1alpha1"
-	"github.com/redislock/redislock/internal/redisconn"
-	"github.com/redislock/redislock/internal/redisproc"
-	"github.com/redislock/redislock/internal/redistest"
+	"github.com/redislock/redislock/internal/testing/redisproc"
+	"github.com/redislock/redislock/internal/testing/redistest"
+	"github.com/redislock/redislock/pkg/redisconn"
 	"github.com/redislock/redislock/pkg/redislock"
 )
 
@@ -262,7 +262,7 @@ func TestTimingRulesShowTheValuesCompared(t *testing.T) {
 
 // One rule for timing everywhere: the API server accepts a spec's timing
 // exactly when the lock engine does (Client.CheckTiming on the Timing that
-// internal/redisconn reads from the spec, with the spec's nodeTimeout), on
+// pkg/redisconn reads from the spec, with the spec's nodeTimeout), on
 // either side of each rule's boundary.
 func TestAPIServerAndEngineAgreeOnTiming(t *testing.T) {
 	ns := newNamespace(t)

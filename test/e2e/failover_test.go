@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redislock/redislock/internal/proc"
-	"github.com/redislock/redislock/internal/redisproc"
-	"github.com/redislock/redislock/internal/redistest"
+	"github.com/redislock/redislock/internal/testing/proc"
+	"github.com/redislock/redislock/internal/testing/redisproc"
+	"github.com/redislock/redislock/internal/testing/redistest"
 )
 
 // durations are an election's LeaseDuration (a RedisLock's ttl),

@@ -14,10 +14,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 
-	"github.com/redislock/redislock/internal/proc"
-	"github.com/redislock/redislock/internal/redisconn"
-	"github.com/redislock/redislock/internal/redisproc"
-	"github.com/redislock/redislock/internal/testenv"
+	"github.com/redislock/redislock/internal/testing/proc"
+	"github.com/redislock/redislock/internal/testing/redisproc"
+	"github.com/redislock/redislock/internal/testing/testenv"
+	"github.com/redislock/redislock/pkg/redisconn"
 )
 
 // clusterIDOf returns the identity of the cluster cfg reaches, which

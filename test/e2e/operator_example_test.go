@@ -19,10 +19,10 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/redislock/redislock/internal/proc"
-	"github.com/redislock/redislock/internal/redisproc"
-	"github.com/redislock/redislock/internal/redistest"
-	"github.com/redislock/redislock/internal/testenv"
+	"github.com/redislock/redislock/internal/testing/proc"
+	"github.com/redislock/redislock/internal/testing/redisproc"
+	"github.com/redislock/redislock/internal/testing/redistest"
+	"github.com/redislock/redislock/internal/testing/testenv"
 	"github.com/redislock/redislock/pkg/redislock"
 )
 

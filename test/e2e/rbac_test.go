@@ -11,8 +11,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/cert"
 
-	"github.com/redislock/redislock/internal/redisproc"
-	"github.com/redislock/redislock/internal/redistest"
+	"github.com/redislock/redislock/internal/testing/redisproc"
+	"github.com/redislock/redislock/internal/testing/redistest"
 )
 
 // kubeconfigAs writes a copy of the admin kubeconfig that impersonates

@@ -18,10 +18,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/redislock/redislock/internal/inject"
-	"github.com/redislock/redislock/internal/proc"
-	"github.com/redislock/redislock/internal/redisproc"
-	"github.com/redislock/redislock/internal/redistest"
-	"github.com/redislock/redislock/internal/testenv"
+	"github.com/redislock/redislock/internal/testing/proc"
+	"github.com/redislock/redislock/internal/testing/redisproc"
+	"github.com/redislock/redislock/internal/testing/redistest"
+	"github.com/redislock/redislock/internal/testing/testenv"
 )
 
 // cmdRun is one run of the command, from its journal: its start, its last

@@ -18,8 +18,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/redislock/redislock/internal/redisstats"
-	"github.com/redislock/redislock/internal/redistest"
+	"github.com/redislock/redislock/internal/testing/redisstats"
+	"github.com/redislock/redislock/internal/testing/redistest"
 )
 
 // TestSteadyStateBenchmark measures what an election costs while its leader

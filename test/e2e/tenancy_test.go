@@ -19,10 +19,10 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/redislock/redislock/api/v1alpha1"
-	"github.com/redislock/redislock/controllers"
-	"github.com/redislock/redislock/internal/redisproc"
-	"github.com/redislock/redislock/internal/redistest"
-	"github.com/redislock/redislock/internal/testenv"
+	"github.com/redislock/redislock/internal/controller"
+	"github.com/redislock/redislock/internal/testing/redisproc"
+	"github.com/redislock/redislock/internal/testing/redistest"
+	"github.com/redislock/redislock/internal/testing/testenv"
 )
 
 // applyTenancy applies config/policy/tenancy.yaml for t, each policy and
@@ -425,7 +425,7 @@ func TestClusterConnectionServesOnlyItsNamespaces(t *testing.T) {
 	if err := asTenant.Create(ctx, on(wide)); err != nil {
 		t.Fatalf("a lock on a connection that allows its namespace: %v", err)
 	}
-	finalizer := controllers.ConnectionFinalizer("", []string{ns})
+	finalizer := controller.ConnectionFinalizer("", []string{ns})
 	pinned := func() (bool, []string) {
 		var got v1alpha1.ClusterRedisConnection
 		if err := admin.Get(ctx, client.ObjectKeyFromObject(wide), &got); err != nil {

@@ -1,0 +1,471 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/csaupgrade"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/redislock/redislock/api/v1alpha1"
+	"github.com/redislock/redislock/pkg/redisconn"
+	"github.com/redislock/redislock/pkg/redislock"
+)
+
+const (
+	// Finalizer is set on RedisLocks whose deletionPolicy is Release, so
+	// the controller can release the key before the object goes.
+	Finalizer = "redislock.io/release-on-delete"
+	// ForceReleaseAnnotation asks the controller to free the lock from its
+	// current holder once; the controller removes it when done.
+	ForceReleaseAnnotation = "redislock.io/force-release"
+	// connectionIndex indexes RedisLocks by the connection they name:
+	// "<kind>/<name>".
+	connectionIndex = ".spec.connectionRef"
+)
+
+// Event reasons.
+const (
+	EventLeaderChanged       = "LeaderChanged"
+	EventRedisUnreachable    = "RedisUnreachable"
+	EventForceReleased       = "ForceReleased"
+	EventReleasedOnDelete    = "ReleasedOnDelete"
+	EventNotReleasedOnDelete = "NotReleasedOnDelete"
+	EventInvalidSpec         = "InvalidSpec"
+)
+
+// RedisLockReconciler reflects each RedisLock's live holder into its
+// status.
+type RedisLockReconciler struct {
+	client.Client
+	Recorder events.EventRecorder
+	// Resync is the longest time between two inspections of a lock.
+	// Default: 30s.
+	Resync time.Duration
+	// APIReader reads from the API server, uncached: the Secrets
+	// RedisLocks name, so that the controller watches only the metadata
+	// of Secrets and never caches their data cluster-wide, and a RedisLock
+	// about to be force-released, so that a cache that has not yet seen
+	// the annotation's removal never releases the next holder too.
+	// Default: the manager's APIReader.
+	APIReader client.Reader
+	// ClusterID is this cluster's identity (redisconn.ClusterID), which
+	// names the locks of scope Cluster in Redis. Required.
+	ClusterID string
+	// MaxConcurrentReconciles is how many RedisLocks are reconciled at
+	// once, so that locks whose Redis is slow to answer (each call waits
+	// up to its nodeTimeout) hold up only that many workers, not the
+	// others. Default: 4.
+	MaxConcurrentReconciles int
+	// Clock tells time: when a holder was observed, when the nodes'
+	// eviction policy is due to be read again, and the backoff of a lost
+	// subscription. Default: clock.RealClock.
+	Clock clock.WithDelayedExecution
+
+	clients *clientCache
+	own     ownWrites
+}
+
+// Every write is a patch (metadata, the managed-fields take-over) or an
+// apply (status): no update, and no owner references, so no finalizers
+// subresource.
+// +kubebuilder:rbac:groups=redislock.io,resources=redislocks,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=redislock.io,resources=redislocks/status,verbs=patch
+// +kubebuilder:rbac:groups=redislock.io,resources=redisconnections,verbs=get;list;watch
+// +kubebuilder:rbac:groups=redislock.io,resources=clusterredisconnections,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=namespaces,resourceNames=kube-system,verbs=get
+
+// Reconcile reads one RedisLock's lock from Redis and updates its status
+// when something visible changed. It changes only its copy of the object,
+// which one deferred write stores (see write), as cluster-api does.
+func (r *RedisLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, reterr error) {
+	log := logf.FromContext(ctx)
+	var rl v1alpha1.RedisLock
+	if err := r.Get(ctx, req.NamespacedName, &rl); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.clients.forget(req.NamespacedName)
+			r.own.forget(req.NamespacedName)
+			forgetMetrics(req.Namespace, req.Name)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("get redislock: %w", err)
+	}
+	if r.own.behind(&rl) {
+		// Resync as a safety net: this reconcile may have taken the
+		// place of a requeue the last one asked for.
+		log.V(1).Info("cache is behind this controller's last write; its watch event starts the next reconcile", "resourceVersion", rl.ResourceVersion)
+		return ctrl.Result{RequeueAfter: r.Resync}, nil
+	}
+	before := rl.DeepCopy()
+	defer func() {
+		if err := r.write(ctx, before, &rl); err != nil {
+			res, reterr = ctrl.Result{}, kerrors.NewAggregate([]error{reterr, err})
+		}
+	}()
+	if !rl.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.finalize(ctx, &rl)
+	}
+	if rl.Spec.DeletionPolicy == v1alpha1.DeletionRelease {
+		controllerutil.AddFinalizer(&rl, Finalizer)
+	} else {
+		controllerutil.RemoveFinalizer(&rl, Finalizer)
+	}
+
+	t := redisconn.Timing(&rl)
+	rl.Status.EffectiveTiming = &v1alpha1.EffectiveTiming{
+		TTL: metav1.Duration{Duration: t.TTL}, RenewInterval: metav1.Duration{Duration: t.RenewInterval}, RenewDeadline: metav1.Duration{Duration: t.RenewDeadline},
+	}
+	lc, cfg, err := r.lockClient(ctx, &rl)
+	rl.Status.Connection = cfg.Connection
+	if err != nil {
+		setUnusable(&rl, err)
+		if becameFalse(before, &rl, v1alpha1.ConditionReady) {
+			r.Recorder.Eventf(&rl, nil, corev1.EventTypeWarning, EventInvalidSpec, "Connect", "%v", err)
+			log.Info("cannot use spec", "reason", reasonFor(err), "error", err.Error())
+		}
+		observed(&rl)
+		return ctrl.Result{RequeueAfter: r.Resync}, nil
+	}
+	name := redisconn.LockName(&rl, r.ClusterID)
+	rl.Status.LockName, rl.Status.ClusterID = name, ""
+	if rl.Spec.Scope != v1alpha1.ScopeGlobal {
+		rl.Status.ClusterID = r.ClusterID
+	}
+	if _, ok := rl.Annotations[ForceReleaseAnnotation]; ok {
+		if err := r.forceRelease(ctx, &rl, lc, name); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+
+	evictionErr := r.checkEviction(ctx, &rl, before)
+	h, err := lc.Inspect(ctx, name)
+	prev := rl.Status.HolderIdentity
+	if applyHolder(&rl, cfg, h, err, r.Clock.Now()) {
+		log.Info("holder changed", "from", prev, "to", rl.Status.HolderIdentity, "fence", h.Fence)
+		r.Recorder.Eventf(&rl, nil, corev1.EventTypeNormal, EventLeaderChanged, "Observe", "holder changed from %q to %q", prev, rl.Status.HolderIdentity)
+		if prev != "" && rl.Status.HolderIdentity != "" {
+			transitionsTotal.WithLabelValues(rl.Namespace, rl.Name).Inc()
+		}
+	}
+	if evictionErr != nil && cfg.EvictingNodes == v1alpha1.EvictingNodesRefuse {
+		setCondition(&rl, v1alpha1.ConditionReady, metav1.ConditionFalse, ReasonEvictionPolicy, "candidates refuse these nodes (evictingNodes: Refuse): "+evictionErr.Error())
+	}
+	// Every reconcile, so that a restarted controller shows the holder
+	// before the holder next changes.
+	setHolderMetric(rl.Namespace, rl.Name, rl.Status.HolderIdentity)
+	if err != nil {
+		redisErrorsTotal.WithLabelValues(rl.Namespace, rl.Name, reasonFor(err)).Inc()
+		if errors.Is(err, redislock.ErrNoQuorum) && becameFalse(before, &rl, v1alpha1.ConditionRedisReachable) {
+			r.Recorder.Eventf(&rl, nil, corev1.EventTypeWarning, EventRedisUnreachable, "Inspect", "%v", err)
+			log.Info("Redis unreachable", "error", err.Error())
+		}
+	}
+	observed(&rl)
+	// Look again when the holder's key would expire, in case it crashed:
+	// expiry sends no message. While Redis is unreachable, look again
+	// every Resync at the latest (not with the controller's error backoff,
+	// which grows to many minutes), and sooner: a lock's users retry
+	// every renewInterval.
+	next := r.Resync
+	switch {
+	case errors.Is(err, redislock.ErrNoQuorum):
+		next = min(next, redisconn.Timing(&rl).RenewInterval*4)
+	case h.Identity != "" && h.FreeIn > 0 && h.FreeIn < next:
+		next = h.FreeIn + 10*time.Millisecond
+	}
+	return ctrl.Result{RequeueAfter: next}, nil
+}
+
+// checkEviction sets the EvictionSafe condition from the nodes' memory
+// policy, read at most once per Resync for each set of nodes, and tells a
+// new risk once (an event and a log line). It returns the risk, nil when
+// there is none.
+func (r *RedisLockReconciler) checkEviction(ctx context.Context, rl, before *v1alpha1.RedisLock) error {
+	err := r.clients.evictionRisk(ctx, client.ObjectKeyFromObject(rl), r.Resync)
+	if err == nil {
+		setCondition(rl, ConditionEvictionSafe, metav1.ConditionTrue, ReasonNoEviction, "no node can evict lock keys (maxmemory-policy noeviction, or no maxmemory)")
+		evictionRisk.WithLabelValues(rl.Namespace, rl.Name).Set(0)
+		return nil
+	}
+	setCondition(rl, ConditionEvictionSafe, metav1.ConditionFalse, ReasonEvictionPolicy, err.Error())
+	evictionRisk.WithLabelValues(rl.Namespace, rl.Name).Set(1)
+	if becameFalse(before, rl, ConditionEvictionSafe) {
+		r.Recorder.Eventf(rl, nil, corev1.EventTypeWarning, ReasonEvictionPolicy, "CheckEviction", "%v", err)
+		logf.FromContext(ctx).Info("WARNING: Redis can evict lock keys", "error", err.Error())
+	}
+	return err
+}
+
+// becameFalse reports whether condition typ is False now and was not in
+// before, so that a lasting fault is reported once, not at every look.
+func becameFalse(before, now *v1alpha1.RedisLock, typ string) bool {
+	return meta.IsStatusConditionFalse(now.Status.Conditions, typ) && !meta.IsStatusConditionFalse(before.Status.Conditions, typ)
+}
+
+// lockClient resolves the spec and returns the shared lock client for it,
+// and the connection's config (what of it resolved, on error).
+func (r *RedisLockReconciler) lockClient(ctx context.Context, rl *v1alpha1.RedisLock) (*redislock.Client, redisconn.Config, error) {
+	cfg, err := redisconn.Resolve(ctx, r.APIReader, rl)
+	if err != nil {
+		return nil, cfg, err
+	}
+	lc, err := r.clients.get(ctx, client.ObjectKeyFromObject(rl), cfg, redisconn.LockName(rl, r.ClusterID))
+	if err != nil {
+		return nil, cfg, err
+	}
+	// The engine checks what the API server's rules cannot: the drift
+	// allowance, whole milliseconds, and a shared connection's nodeTimeout
+	// against this lock's ttl.
+	if err := lc.CheckTiming(redisconn.Timing(rl)); err != nil {
+		return nil, cfg, err
+	}
+	return lc, cfg, nil
+}
+
+// observed records in rl that the reconcile saw its generation through,
+// and sets the Ready metric from its status.
+func observed(rl *v1alpha1.RedisLock) {
+	rl.Status.ObservedGeneration = rl.Generation
+	setReadyMetric(rl.Namespace, rl.Name, meta.FindStatusCondition(rl.Status.Conditions, v1alpha1.ConditionReady))
+}
+
+// write stores what a reconcile changed in rl since before, the object as
+// read, making no request for a part that did not change: first the
+// metadata (finalizers, annotations) as one merge patch that fails if the
+// object changed since it was read, so that a finalizer another writer
+// added in between is not lost; then the status by applyStatus. It tries
+// both and returns both errors.
+func (r *RedisLockReconciler) write(ctx context.Context, before, rl *v1alpha1.RedisLock) error {
+	var errs []error
+	latest := rl // the newest resourceVersion and managedFields known
+	if !equality.Semantic.DeepEqual(before.ObjectMeta, rl.ObjectMeta) {
+		// A copy with the status as read: the response, which carries the
+		// stored status, must not overwrite the status still to apply.
+		m := before.DeepCopy()
+		m.ObjectMeta = *rl.ObjectMeta.DeepCopy()
+		if err := r.Patch(ctx, m, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+			errs = append(errs, fmt.Errorf("patch metadata: %w", err))
+		} else {
+			latest = m
+			r.own.record(m)
+		}
+	}
+	if !equality.Semantic.DeepEqual(before.Status, rl.Status) {
+		if err := r.applyStatus(ctx, rl.Status, latest); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return kerrors.NewAggregate(errs)
+}
+
+// applyStatus applies status as the whole status of rl, owned by the
+// controller: no conflict with other writers of the object, and no lost
+// update from a stale cache, as a merge patch against it would risk.
+func (r *RedisLockReconciler) applyStatus(ctx context.Context, status v1alpha1.RedisLockStatus, rl *v1alpha1.RedisLock) error {
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&v1alpha1.RedisLock{
+		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "RedisLock"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: rl.Namespace, Name: rl.Name},
+		Status:     status,
+	})
+	if err != nil {
+		return fmt.Errorf("status to apply: %w", err)
+	}
+	delete(u, "spec")
+	if err := r.adoptStatus(ctx, rl); err != nil {
+		return fmt.Errorf("take over status fields written by update: %w", err)
+	}
+	applied := &unstructured.Unstructured{Object: u}
+	if err := r.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(applied), client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
+		return fmt.Errorf("apply status: %w", err)
+	}
+	r.own.record(applied)
+	return nil
+}
+
+// adoptStatus moves to fieldOwner the status fields that an Update wrote
+// (this controller before it applied status, or anyone else), once: an
+// apply removes only fields its own manager owns, so without this a field
+// an older version set (a holderIdentity, an acquireTime) would stay when
+// the apply leaves it out.
+func (r *RedisLockReconciler) adoptStatus(ctx context.Context, rl *v1alpha1.RedisLock) error {
+	updaters := sets.New[string]()
+	for _, f := range rl.ManagedFields {
+		if f.Operation == metav1.ManagedFieldsOperationUpdate && f.Subresource == "status" {
+			updaters.Insert(f.Manager)
+		}
+	}
+	if updaters.Len() == 0 {
+		return nil
+	}
+	patch, err := csaupgrade.UpgradeManagedFieldsPatch(rl, updaters, fieldOwner, csaupgrade.Subresource("status"))
+	if err != nil || patch == nil {
+		return err
+	}
+	return r.Patch(ctx, rl.DeepCopy(), client.RawPatch(types.JSONPatchType, patch))
+}
+
+// fieldOwner manages the status fields the controller applies.
+const fieldOwner = "redislock-controller"
+
+// forceRelease frees the lock once and removes the annotation from rl,
+// for the deferred write to store.
+func (r *RedisLockReconciler) forceRelease(ctx context.Context, rl *v1alpha1.RedisLock, lc *redislock.Client, name string) error {
+	var live v1alpha1.RedisLock
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(rl), &live); err != nil {
+		return fmt.Errorf("confirm the %s annotation: %w", ForceReleaseAnnotation, err)
+	}
+	if _, ok := live.Annotations[ForceReleaseAnnotation]; !ok {
+		// Done already: the cache had not seen the removal yet, and
+		// the lock may have a new holder by now.
+		return nil
+	}
+	rel, err := lc.ForceRelease(ctx, name, redisconn.Timing(rl).TTL)
+	if err != nil {
+		return fmt.Errorf("force release %q: %w", name, err)
+	}
+	logf.FromContext(ctx).Info("force-released lock", "lock", name, "holder", rel.Identity, "by", rl.Annotations[ForceReleaseAnnotation], "grantableIn", rel.Wait.String())
+	r.Recorder.Eventf(rl, nil, corev1.EventTypeNormal, EventForceReleased, "ForceRelease",
+		"released lock %q from holder %q as annotation %s asked; the holder steps down at its next renewal, and no one is granted the lock for %v, until the holder's last renewal runs out",
+		name, rel.Identity, ForceReleaseAnnotation, rel.Wait.Round(time.Millisecond))
+	delete(rl.Annotations, ForceReleaseAnnotation)
+	return nil
+}
+
+// finalize releases the lock of a RedisLock being deleted with the Release
+// policy, then removes the finalizer from rl, for the deferred write to
+// store, which lets the object go.
+func (r *RedisLockReconciler) finalize(ctx context.Context, rl *v1alpha1.RedisLock) error {
+	if !controllerutil.ContainsFinalizer(rl, Finalizer) {
+		return nil
+	}
+	// A cache that has not seen the finalizer go yet must not release the
+	// lock a second time, from a holder granted since.
+	var live v1alpha1.RedisLock
+	err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(rl), &live)
+	if apierrors.IsNotFound(err) || (err == nil && !controllerutil.ContainsFinalizer(&live, Finalizer)) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("confirm the finalizer: %w", err)
+	}
+	lc, _, err := r.lockClient(ctx, rl)
+	if err == nil {
+		var rel redislock.Released
+		rel, err = lc.ForceRelease(ctx, redisconn.LockName(rl, r.ClusterID), redisconn.Timing(rl).TTL)
+		if err == nil {
+			r.Recorder.Eventf(rl, nil, corev1.EventTypeNormal, EventReleasedOnDelete, "Delete", "released lock from holder %q before deletion; grantable again in %v", rel.Identity, rel.Wait.Round(time.Millisecond))
+		}
+	}
+	if err != nil && !errors.Is(err, redisconn.ErrSecret) && !errors.Is(err, redisconn.ErrConnection) && !errors.Is(err, redisconn.ErrInvalidSpec) && !errors.Is(err, redislock.ErrInvalidOptions) {
+		// Redis down: retry with backoff rather than leave the key.
+		return fmt.Errorf("release on delete: %w", err)
+	}
+	if err != nil {
+		// The spec cannot reach Redis, and will not by waiting: the
+		// object goes, and the user learns that its key stayed.
+		r.Recorder.Eventf(rl, nil, corev1.EventTypeWarning, EventNotReleasedOnDelete, "Delete", "deleted without releasing the lock (deletionPolicy Release): %v", err)
+		logf.FromContext(ctx).Info("deleted without releasing the lock", "error", err.Error())
+	}
+	r.clients.forget(client.ObjectKeyFromObject(rl))
+	controllerutil.RemoveFinalizer(rl, Finalizer)
+	return nil
+}
+
+// SetupWithManager registers the controller: it watches RedisLocks, the
+// shared connections they name, and the lock events from Redis. It does
+// not watch Secrets: listing them would return their contents, so it only
+// gets the ones a lock names, at each reconcile, and a changed Secret
+// shows at the next resync.
+func (r *RedisLockReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.ClusterID == "" {
+		return errors.New("controller: ClusterID is empty")
+	}
+	if r.Resync == 0 {
+		r.Resync = 30 * time.Second
+	}
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
+	if r.MaxConcurrentReconciles == 0 {
+		r.MaxConcurrentReconciles = 4
+	}
+	if r.APIReader == nil {
+		r.APIReader = mgr.GetAPIReader()
+	}
+	changed := make(chan event.GenericEvent, 1024)
+	r.clients = newClientCache(mgr.GetLogger().WithName("redis"), r.Clock, changed)
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		<-ctx.Done()
+		r.clients.closeAll()
+		return nil
+	})); err != nil {
+		return err
+	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.RedisLock{}, connectionIndex, connectionOf); err != nil {
+		return fmt.Errorf("index connections: %w", err)
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1alpha1.RedisLock{}).
+		Watches(&v1alpha1.RedisConnection{}, handler.EnqueueRequestsFromMapFunc(r.locksUsing(v1alpha1.KindRedisConnection))).
+		Watches(&v1alpha1.ClusterRedisConnection{}, handler.EnqueueRequestsFromMapFunc(r.locksUsing(v1alpha1.KindClusterRedisConnection))).
+		WatchesRawSource(source.Channel(changed, &handler.EnqueueRequestForObject{})).
+		Named("redislock").
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
+		Complete(r)
+}
+
+// connectionOf is the connectionIndex value of a RedisLock.
+func connectionOf(o client.Object) []string {
+	ref := o.(*v1alpha1.RedisLock).Spec.ConnectionRef
+	if ref == nil {
+		return nil
+	}
+	kind := ref.Kind
+	if kind == "" {
+		kind = v1alpha1.KindRedisConnection
+	}
+	return []string{string(kind) + "/" + ref.Name}
+}
+
+// locksUsing maps a connection of kind to the RedisLocks that name it: in
+// its namespace for a RedisConnection, anywhere for a
+// ClusterRedisConnection (whose namespace is "").
+func (r *RedisLockReconciler) locksUsing(kind v1alpha1.ConnectionKind) handler.MapFunc {
+	return func(ctx context.Context, c client.Object) []reconcile.Request {
+		var list v1alpha1.RedisLockList
+		if err := r.List(ctx, &list, client.InNamespace(c.GetNamespace()), client.MatchingFields{connectionIndex: string(kind) + "/" + c.GetName()}); err != nil {
+			logf.FromContext(ctx).Error(err, "list RedisLocks using connection", "kind", kind, "connection", c.GetName())
+			return nil
+		}
+		reqs := make([]reconcile.Request, len(list.Items))
+		for i := range list.Items {
+			reqs[i] = reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])}
+		}
+		return reqs
+	}
+}

@@ -1,0 +1,115 @@
+package redislock
+
+import (
+	"context"
+	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// eventReleased is what a release or force-release publishes on the
+// lock's events channel, KeyPrefix + "{<name>}:events" (see keys.go); a
+// grant publishes "acquired". A Client's watches are the only readers of
+// these channels in this module: nothing else spells their names.
+const eventReleased = "released"
+
+// WatchReleases subscribes to the release messages of the lock called name
+// on every node. The channel receives when the lock is released; it holds
+// at most one pending signal, so a slow reader sees one wake-up for many
+// releases. WatchReleases waits up to NodeTimeout per node for the
+// subscription to be confirmed, so that a release right after it returns
+// is not missed; it resubscribes after a node fault, and after the server
+// refused a resubscription, with a PING per 30s of silence to find out.
+// Call stop to unsubscribe.
+func (c *Client) WatchReleases(ctx context.Context, name string) (wake <-chan struct{}, stop func()) {
+	ch := make(chan struct{}, 1)
+	channel := keysFor(c.opts.KeyPrefix, name).channel()
+	stop = c.watch(ctx, func(ctx context.Context, sub *redis.PubSub) error { return sub.Subscribe(ctx, channel) },
+		func(n *node) *redis.PubSub { return n.client.Subscribe(ctx, channel) },
+		func(msg *redis.Message) {
+			if msg.Payload != eventReleased {
+				return
+			}
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		})
+	return ch, stop
+}
+
+// WatchEvents subscribes, on every node, to the events of every lock under
+// this Client's KeyPrefix, and calls handle with the lock's name at each
+// grant and each release (force-releases included), one call at a time per
+// node. It waits for and keeps the subscriptions as WatchReleases does.
+// A lock held across several nodes announces on each, so handle may be
+// called once per node for one change. Call stop to unsubscribe; handle is
+// not called after stop returns.
+func (c *Client) WatchEvents(ctx context.Context, handle func(name string)) (stop func()) {
+	pattern := eventsPattern(c.opts.KeyPrefix)
+	return c.watch(ctx, func(ctx context.Context, sub *redis.PubSub) error { return sub.PSubscribe(ctx, pattern) },
+		func(n *node) *redis.PubSub { return n.client.PSubscribe(ctx, pattern) },
+		func(msg *redis.Message) {
+			if name, ok := lockOfChannel(c.opts.KeyPrefix, msg.Channel); ok {
+				handle(name)
+			}
+		})
+}
+
+// watch opens a subscription per node with open, waits up to NodeTimeout
+// for each to be confirmed, and keeps each alive (keepSubscription), with
+// resubscribe to subscribe again, passing its messages to handle until stop.
+func (c *Client) watch(ctx context.Context, resubscribe func(context.Context, *redis.PubSub) error, open func(*node) *redis.PubSub, handle func(*redis.Message)) (stop func()) {
+	// stop ends the keepers too while they back off between resubscriptions.
+	ctx, cancel := context.WithCancel(ctx)
+	subs := make([]*redis.PubSub, len(c.nodes))
+	var wg sync.WaitGroup
+	for i, n := range c.nodes {
+		sub := open(n)
+		subs[i] = sub
+		confirm, cancelConfirm := context.WithTimeout(ctx, c.opts.NodeTimeout)
+		_, err := sub.Receive(confirm)
+		cancelConfirm()
+		if err != nil {
+			c.opts.Logger.V(1).Info("subscription not confirmed; events on this node are noticed at expiry until it is", "node", n.name, "error", err.Error())
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			keepSubscription(ctx, c.opts.Clock, c.opts.Logger, sub, func(ctx context.Context) error { return resubscribe(ctx, sub) }, handle)
+		}()
+	}
+	return func() {
+		cancel()
+		for _, s := range subs {
+			_ = s.Close()
+		}
+		wg.Wait()
+	}
+}
+
+// eventsPattern is a PSUBSCRIBE pattern that matches the events channel of
+// every lock under prefix, and no other key's name: prefix's glob
+// characters are escaped, and lock names hold no braces.
+func eventsPattern(prefix string) string {
+	var b strings.Builder
+	for _, r := range prefix {
+		if strings.ContainsRune(`*?[]\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String() + "{*}" + eventsSuffix
+}
+
+// lockOfChannel returns the name of the lock under prefix whose events
+// channel is channel, and false for any other channel.
+func lockOfChannel(prefix, channel string) (string, bool) {
+	name, ok := strings.CutPrefix(channel, prefix+"{")
+	if !ok {
+		return "", false
+	}
+	name, ok = strings.CutSuffix(name, "}"+eventsSuffix)
+	return name, ok && checkName(name) == nil
+}
