@@ -91,6 +91,7 @@ generate:
 ## the Helm charts get copies (charts/redislock/crds and files/, charts/redislock-crds/files/crds).
 manifests:
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:dir=config/crd/bases
+	$(GO) run ./hack/crdrules config/crd/bases/*.yaml
 	$(CONTROLLER_GEN) rbac:roleName=redislock-controller paths=./internal/controller/... paths=./internal/controllercmd/... paths=./internal/webhookcert/... output:rbac:dir=config/rbac
 	$(CONTROLLER_GEN) rbac:roleName=redislock-agent paths=./internal/agent/... output:rbac:dir=config/rbac/agent
 	$(CONTROLLER_GEN) webhook paths=./internal/inject/... output:webhook:dir=config/webhook

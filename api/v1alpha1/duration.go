@@ -6,6 +6,16 @@ import (
 	"time"
 )
 
+// DurationPattern is the CRDs' spelling of "a duration Go's
+// time.ParseDuration parses": numbers, each followed by a unit, without
+// spaces, and no more digits than an int64 of nanoseconds holds in that
+// unit. The XValidation rules of these types write isDuration(x) for
+// x.matches(DurationPattern), which no CEL library has: make manifests
+// (hack/crdrules) writes it out in the CRDs, so the pattern is written
+// once. A rule guards each duration() call with it, so that a bad text
+// gets the field's own message, not a CEL evaluation error.
+const DurationPattern = `^((0*[0-9]{1,4}([.][0-9]*)?|[.][0-9]+)h|(0*[0-9]{1,6}([.][0-9]*)?|[.][0-9]+)m|(0*[0-9]{1,8}([.][0-9]*)?|[.][0-9]+)s|(0*[0-9]{1,11}([.][0-9]*)?|[.][0-9]+)ms|(0*[0-9]{1,14}([.][0-9]*)?|[.][0-9]+)(us|µs|μs)|(0*[0-9]{1,17}([.][0-9]*)?|[.][0-9]+)ns)+$`
+
 // Duration is a length of time written as Go writes it ("15s", "1m30s").
 // Unlike metav1.Duration it decodes any string: one that Go cannot parse
 // (stored before the CRD refused such values, or written around it) keeps

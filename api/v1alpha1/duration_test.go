@@ -2,6 +2,9 @@ package v1alpha1_test
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -33,5 +36,63 @@ func TestDurationDecodesWhatItCannotParse(t *testing.T) {
 	var unset *v1alpha1.Duration
 	if err := unset.Err(); err != nil {
 		t.Fatalf("unset: %v", err)
+	}
+}
+
+// DurationPattern accepts what time.ParseDuration parses, in the range the
+// rules allow, and refuses what it does not: the CRDs' rules and the Go
+// types then agree on which texts are durations.
+func TestDurationPatternAgreesWithParseDuration(t *testing.T) {
+	re := regexp.MustCompile(v1alpha1.DurationPattern)
+	for _, s := range []string{"15s", "1m30s", "500ms", "1.5h", ".5s", "8760h", "1us", "1µs", "1μs", "9ns", "1h2m3s4ms5us6ns", "007s"} {
+		if _, err := time.ParseDuration(s); err != nil {
+			t.Fatalf("ParseDuration(%q): %v", s, err)
+		}
+		if !re.MatchString(s) {
+			t.Errorf("DurationPattern refuses %q, which Go parses", s)
+		}
+	}
+	// Go refuses the first ones; the signed ones and 99999h it parses, but
+	// a ttl is never negative, and the rules allow at most 8760h.
+	for _, s := range []string{"", "15", "1d", "1 s", "s", "1.s.", "1e3s", "-1s", "+1s", "99999h"} {
+		if re.MatchString(s) {
+			t.Errorf("DurationPattern accepts %q", s)
+		}
+	}
+}
+
+// The pattern is written once, in DurationPattern; the rules write
+// isDuration(x), and make manifests writes it out in the CRDs
+// (hack/crdrules), leaving none of the shorthand behind.
+func TestDurationPatternIsWrittenOnce(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	uses := 0
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := strings.Count(string(src), v1alpha1.DurationPattern); n > 0 && !strings.HasSuffix(f, "_test.go") {
+			uses += n
+		}
+	}
+	if uses != 1 {
+		t.Errorf("the duration pattern is written %d times in api/v1alpha1; want once, in DurationPattern (the rules write isDuration(x))", uses)
+	}
+	crds, err := filepath.Glob(filepath.Join("..", "..", "config", "crd", "bases", "*.yaml"))
+	if err != nil || len(crds) == 0 {
+		t.Fatalf("no CRDs: %v", err)
+	}
+	for _, f := range crds {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(src), "isDuration(") {
+			t.Errorf("%s still has isDuration(...), which no CEL library has; run make manifests", f)
+		}
 	}
 }

@@ -195,9 +195,25 @@ func New(cfg *rest.Config, o Options) (*Agent, error) {
 // that cannot be read is retried with backoff, and the reason shows in
 // /leader and the log.
 func (a *Agent) Run(ctx context.Context) error {
+	stopServing, err := a.serve(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopServing()
+	cand := a.open(ctx)
+	if cand == nil {
+		return nil
+	}
+	defer cand.Close()
+	return a.campaign(ctx, cand)
+}
+
+// serve serves the agent's HTTP endpoints on Options.Addr until the
+// returned stop, which shuts the server down within finalWriteTimeout.
+func (a *Agent) serve(ctx context.Context) (stop func(), err error) {
 	ln, err := net.Listen("tcp", a.o.Addr)
 	if err != nil {
-		return fmt.Errorf("agent: listen: %w", err)
+		return nil, fmt.Errorf("agent: listen: %w", err)
 	}
 	// Requests' contexts end with the server, so that a long poll does
 	// not hold the shutdown up.
@@ -205,7 +221,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	srv := &http.Server{Handler: a.handler(), ReadHeaderTimeout: 5 * time.Second, BaseContext: func(net.Listener) context.Context { return requests }}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	defer func() {
+	return func() {
 		endRequests()
 		shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalWriteTimeout)
 		defer cancel()
@@ -215,13 +231,14 @@ func (a *Agent) Run(ctx context.Context) error {
 		if err := <-served; !errors.Is(err, http.ErrServerClosed) {
 			a.o.Logger.Error(err, "HTTP server stopped")
 		}
-	}()
+	}, nil
+}
 
-	cand := a.open(ctx)
-	if cand == nil {
-		return nil
-	}
-	defer cand.Close()
+// campaign runs the elector on cand until ctx ends (or the command run
+// while leading exits), with the pod label and leader file (publish) and
+// the hook beside it; those two end after the elector, so that they write
+// its last state.
+func (a *Agent) campaign(ctx context.Context, cand *redisconn.Candidate) error {
 	changed, hooked := make(chan struct{}, 1), make(chan struct{}, 1)
 	notify := func() {
 		a.changes.Notify(a.o.Clock.Now())
@@ -232,6 +249,35 @@ func (a *Agent) Run(ctx context.Context) error {
 			}
 		}
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	el, run, err := a.newElector(ctx, cancel, cand, notify)
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	a.mu.Lock()
+	a.elector, a.name, a.openErr = el, cand.Name, nil
+	a.mu.Unlock()
+
+	side, stopSide := context.WithCancel(context.WithoutCancel(ctx))
+	var parts sync.WaitGroup
+	parts.Go(func() { a.publish(side, changed, cand.Timing.RenewInterval) })
+	if a.o.Hook != "" {
+		parts.Go(func() { a.runHooks(side, hooked, cand.Timing.TTL) })
+	}
+	err = el.Run(ctx)
+	stopSide()
+	parts.Wait()
+	if err == nil && run != nil {
+		err = run.exitErr()
+	}
+	return err
+}
+
+// newElector returns the elector of cand, which calls notify at each
+// change, and with Options.Command the runner that runs it while leading;
+// the runner ends the campaign (cancel) when the command exits.
+func (a *Agent) newElector(ctx context.Context, cancel context.CancelFunc, cand *redisconn.Candidate, notify func()) (*redislock.Elector, *runner, error) {
 	eo := redislock.ElectorOptions{
 		Name:             cand.Name,
 		Timing:           cand.Timing,
@@ -242,9 +288,6 @@ func (a *Agent) Run(ctx context.Context) error {
 	var el *redislock.Elector
 	var run *runner
 	if len(a.o.Command) > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithCancel(ctx)
-		defer cancel()
 		run = newRunner(a, cand.Timing, ctx, cancel)
 		eo.OnStartedLeading = func(held context.Context, _ *redislock.Lock) {
 			notify()
@@ -255,35 +298,8 @@ func (a *Agent) Run(ctx context.Context) error {
 			run.waitStopped()
 		}
 	}
-	el, err = cand.Client.NewElector(eo)
-	if err != nil {
-		return fmt.Errorf("agent: %w", err)
-	}
-	a.mu.Lock()
-	a.elector, a.name, a.openErr = el, cand.Name, nil
-	a.mu.Unlock()
-
-	pubCtx, stopPub := context.WithCancel(context.WithoutCancel(ctx))
-	published := make(chan struct{})
-	go func() {
-		defer close(published)
-		a.publish(pubCtx, changed, cand.Timing.RenewInterval)
-	}()
-	hooksDone := make(chan struct{})
-	go func() {
-		defer close(hooksDone)
-		if a.o.Hook != "" {
-			a.runHooks(pubCtx, hooked, cand.Timing.TTL)
-		}
-	}()
-	err = el.Run(ctx)
-	stopPub()
-	<-published
-	<-hooksDone
-	if err == nil && run != nil {
-		err = run.exitErr()
-	}
-	return err
+	el, err := cand.Client.NewElector(eo)
+	return el, run, err
 }
 
 // open reads the RedisLock and opens a lock client for it, retrying with

@@ -68,76 +68,21 @@ func (r *runner) lead(held context.Context, el *redislock.Elector) {
 	if held.Err() != nil || !st.Leading {
 		return
 	}
-	self, err := os.Executable()
-	if err != nil {
-		r.finish(1, fmt.Sprintf("cannot run the command: %v", err))
-		return
-	}
-	args := append([]string{GuardCommand, "-grace=" + r.grace.String(), "--"}, r.a.o.Command...)
-	guard := exec.Command(self, args...)
-	guard.Stdout, guard.Stderr = os.Stdout, os.Stderr
-	guard.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	in, err := guard.StdinPipe()
-	if err == nil {
-		err = guard.Start()
-	}
+	g, err := r.startGuard()
 	if err != nil {
 		r.finish(1, fmt.Sprintf("cannot run the command: %v", err))
 		return
 	}
 	log := r.a.o.Logger.WithValues("command", r.a.o.Command[0], "fence", st.Fence)
-	// The deadline on the guard's clock: this instant plus what is left of
-	// the lock's validity by the agent's clock, read after it.
-	extend := func(st redislock.State) {
-		until := Monotonic() + st.ValidUntil.Sub(r.a.o.Clock.Now())
-		_, _ = io.WriteString(in, strconv.FormatInt(int64(until), 10)+"\n") // a dead guard is seen below
-	}
-	extend(st)
+	r.extend(g, st)
 	log.Info("command started")
-	exited := make(chan struct{})
-	go func() {
-		_ = guard.Wait() // the exit status is read from ProcessState
-		close(exited)
-	}()
-	tick := r.a.o.Clock.NewTimer(r.every)
-	defer tick.Stop()
-	for leading := true; leading; {
-		select {
-		case <-exited:
-			if held.Err() != nil || !el.State().Leading {
-				// The guard stopped it at the deadline, before this
-				// agent saw leadership end (it was paused).
-				leading = false
-				break
-			}
-			code := exitCode(guard.ProcessState)
-			log.Info("command exited; giving up the lock", "exitCode", code)
-			r.finish(code, "the command exited")
-			return
-		case <-tick.C():
-			if st := el.State(); st.Leading {
-				extend(st)
-			}
-			tick.Reset(r.every)
-		case <-held.Done():
-			leading = false
-		}
+	if r.extendWhileLeading(held, el, g) {
+		code := exitCode(g.cmd.ProcessState)
+		log.Info("command exited; giving up the lock", "exitCode", code)
+		r.finish(code, "the command exited")
+		return
 	}
-	_, _ = io.WriteString(in, guardStop+"\n")
-	_ = in.Close()
-	// A guard that has not stopped CMD by the end of its grace, and half as
-	// long again, is killed (and CMD by its death signal): still before the
-	// lock's key can expire, grace being half of what is left after the
-	// step-down deadline.
-	kill := r.a.o.Clock.NewTimer(r.grace * 3 / 2)
-	defer kill.Stop()
-	select {
-	case <-exited:
-	case <-kill.C():
-		_ = guard.Process.Kill()
-		<-exited
-	}
-	code := exitCode(guard.ProcessState)
+	code := r.stopGuard(g)
 	log.Info("command stopped", "exitCode", code)
 	switch {
 	case r.run.Err() != nil:
@@ -147,6 +92,90 @@ func (r *runner) lead(held context.Context, el *redislock.Elector) {
 		// Leadership was lost: never a success, whatever CMD said.
 		r.finish(max(code, 1), "leadership ended, so the command was stopped")
 	}
+}
+
+// guardProc is one term's guard process, which runs CMD.
+type guardProc struct {
+	cmd *exec.Cmd
+	// in takes the guard's deadlines, and its stop.
+	in io.WriteCloser
+	// exited is closed once the guard has exited.
+	exited chan struct{}
+}
+
+// startGuard starts the guard of CMD (see Guard), to die with the agent.
+func (r *runner) startGuard() (*guardProc, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	args := append([]string{GuardCommand, "-grace=" + r.grace.String(), "--"}, r.a.o.Command...)
+	cmd := exec.Command(self, args...)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	in, err := cmd.StdinPipe()
+	if err == nil {
+		err = cmd.Start()
+	}
+	if err != nil {
+		return nil, err
+	}
+	g := &guardProc{cmd: cmd, in: in, exited: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait() // the exit status is read from ProcessState
+		close(g.exited)
+	}()
+	return g, nil
+}
+
+// extend gives the guard the deadline of st on the guard's clock: this
+// instant plus what is left of the lock's validity by the agent's clock,
+// read after it.
+func (r *runner) extend(g *guardProc, st redislock.State) {
+	until := Monotonic() + st.ValidUntil.Sub(r.a.o.Clock.Now())
+	_, _ = io.WriteString(g.in, strconv.FormatInt(int64(until), 10)+"\n") // a dead guard is seen by its exit
+}
+
+// extendWhileLeading extends the guard's deadline every r.every until the
+// term ends, and reports whether CMD exited of itself while this agent
+// led.
+func (r *runner) extendWhileLeading(held context.Context, el *redislock.Elector, g *guardProc) bool {
+	tick := r.a.o.Clock.NewTimer(r.every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-g.exited:
+			// Else the guard stopped it at the deadline, before this
+			// agent saw leadership end (it was paused).
+			return held.Err() == nil && el.State().Leading
+		case <-tick.C():
+			if st := el.State(); st.Leading {
+				r.extend(g, st)
+			}
+			tick.Reset(r.every)
+		case <-held.Done():
+			return false
+		}
+	}
+}
+
+// stopGuard tells the guard to stop CMD and returns CMD's exit code. A
+// guard that has not stopped CMD by the end of its grace, and half as long
+// again, is killed (and CMD by its death signal): still before the lock's
+// key can expire, grace being half of what is left after the step-down
+// deadline.
+func (r *runner) stopGuard(g *guardProc) int {
+	_, _ = io.WriteString(g.in, guardStop+"\n")
+	_ = g.in.Close()
+	kill := r.a.o.Clock.NewTimer(r.grace * 3 / 2)
+	defer kill.Stop()
+	select {
+	case <-g.exited:
+	case <-kill.C():
+		_ = g.cmd.Process.Kill()
+		<-g.exited
+	}
+	return exitCode(g.cmd.ProcessState)
 }
 
 // finish records the agent's exit code, once, and ends its campaign.

@@ -49,14 +49,7 @@ func Guard(ctx context.Context, args []string, in io.Reader, clk clock.Clock, mo
 	if len(argv) == 0 {
 		return 2, fmt.Errorf("%s: no command after --", GuardCommand)
 	}
-	lines := make(chan string)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(in)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-	}()
+	lines := readLines(in)
 	// left is how long until the instant a line names, 0 or less when it
 	// is past or is no instant.
 	left := func(line string) time.Duration {
@@ -73,51 +66,89 @@ func Guard(ctx context.Context, args []string, in io.Reader, clk clock.Clock, mo
 	}
 	deadline := clk.NewTimer(valid)
 	defer deadline.Stop()
-
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-	// CMD dies with the guard, and leads a process group of its own, so
-	// that a stop reaches what it started too (a shell's children).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	g, err := startGroup(argv)
+	if err != nil {
 		return 1, fmt.Errorf("%s: start %s: %w", GuardCommand, argv[0], err)
 	}
-	group := func(sig syscall.Signal) { _ = syscall.Kill(-cmd.Process.Pid, sig) }
-	exited := make(chan struct{})
+	if !holdUntilStop(ctx, g, lines, deadline, left) {
+		g.signal(syscall.SIGKILL) // what CMD left behind
+		return exitCode(g.cmd.ProcessState), nil
+	}
+	g.signal(syscall.SIGTERM)
+	kill := clk.NewTimer(*grace)
+	defer kill.Stop()
+	select {
+	case <-g.exited:
+	case <-kill.C():
+	}
+	g.signal(syscall.SIGKILL)
+	<-g.exited
+	return exitCode(g.cmd.ProcessState), nil
+}
+
+// readLines sends each line of in, and closes the channel at its end.
+func readLines(in io.Reader) <-chan string {
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(in)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	return lines
+}
+
+// processGroup is CMD, leading a process group of its own.
+type processGroup struct {
+	cmd *exec.Cmd
+	// exited is closed once CMD has exited.
+	exited chan struct{}
+}
+
+// startGroup starts argv so that it dies with the guard and leads a
+// process group of its own, so that a stop reaches what it started too (a
+// shell's children).
+func startGroup(argv []string) (*processGroup, error) {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	g := &processGroup{cmd: cmd, exited: make(chan struct{})}
 	go func() {
 		_ = cmd.Wait() // the exit status is read from cmd.ProcessState
-		close(exited)
+		close(g.exited)
 	}()
+	return g, nil
+}
 
-	for stopping := false; !stopping; {
+// signal sends sig to the whole group.
+func (g *processGroup) signal(sig syscall.Signal) { _ = syscall.Kill(-g.cmd.Process.Pid, sig) }
+
+// holdUntilStop moves deadline to each instant read from lines until CMD
+// must stop: at the deadline, at a stop line, a line that is no future
+// instant or the end of lines, or when ctx ends; it returns true then, and
+// false when CMD exited first.
+func holdUntilStop(ctx context.Context, g *processGroup, lines <-chan string, deadline clock.Timer, left func(string) time.Duration) bool {
+	for {
 		select {
-		case <-exited:
-			group(syscall.SIGKILL) // what CMD left behind
-			return exitCode(cmd.ProcessState), nil
+		case <-g.exited:
+			return false
 		case line, ok := <-lines:
 			d := left(line)
 			if !ok || line == guardStop || d <= 0 {
-				stopping = true
-				break
+				return true
 			}
 			deadline.Stop()
 			deadline.Reset(d)
 		case <-deadline.C():
-			stopping = true
+			return true
 		case <-ctx.Done():
-			stopping = true
+			return true
 		}
 	}
-	group(syscall.SIGTERM)
-	kill := clk.NewTimer(*grace)
-	defer kill.Stop()
-	select {
-	case <-exited:
-	case <-kill.C():
-	}
-	group(syscall.SIGKILL)
-	<-exited
-	return exitCode(cmd.ProcessState), nil
 }
 
 // Monotonic reads CLOCK_MONOTONIC, the clock the agent and its guard

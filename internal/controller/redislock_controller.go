@@ -6,18 +6,13 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
-	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/client-go/util/csaupgrade"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -104,7 +99,6 @@ type RedisLockReconciler struct {
 // when something visible changed. It changes only its copy of the object,
 // which one deferred write stores (see write), as cluster-api does.
 func (r *RedisLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, reterr error) {
-	log := logf.FromContext(ctx)
 	var rl v1alpha1.RedisLock
 	if err := r.Get(ctx, req.NamespacedName, &rl); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -118,94 +112,128 @@ func (r *RedisLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if r.own.behind(&rl) {
 		// Resync as a safety net: this reconcile may have taken the
 		// place of a requeue the last one asked for.
-		log.V(1).Info("cache is behind this controller's last write; its watch event starts the next reconcile", "resourceVersion", rl.ResourceVersion)
+		logf.FromContext(ctx).V(1).Info("cache is behind this controller's last write; its watch event starts the next reconcile", "resourceVersion", rl.ResourceVersion)
 		return ctrl.Result{RequeueAfter: r.Resync}, nil
 	}
-	before := rl.DeepCopy()
+	s := newLockScope(ctx, &rl)
 	defer func() {
-		if err := r.write(ctx, before, &rl); err != nil {
+		if err := r.write(ctx, s.before, s.rl); err != nil {
 			res, reterr = ctrl.Result{}, kerrors.NewAggregate([]error{reterr, err})
 		}
 	}()
 	if !rl.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, r.finalize(ctx, &rl)
+		return ctrl.Result{}, r.reconcileDelete(ctx, s)
 	}
-	if rl.Spec.DeletionPolicy == v1alpha1.DeletionRelease {
-		controllerutil.AddFinalizer(&rl, Finalizer)
-	} else {
-		controllerutil.RemoveFinalizer(&rl, Finalizer)
-	}
+	return r.reconcileNormal(ctx, s)
+}
 
-	t := redisconn.Timing(&rl)
-	rl.Status.EffectiveTiming = &v1alpha1.EffectiveTiming{
-		TTL: metav1.Duration{Duration: t.TTL}, RenewInterval: metav1.Duration{Duration: t.RenewInterval}, RenewDeadline: metav1.Duration{Duration: t.RenewDeadline},
+// lockScope is one reconcile of one RedisLock: the object as read, the
+// object the reconcile changes for the deferred write, and what is derived
+// from its spec once.
+type lockScope struct {
+	// before is the object as read; rl is changed in place.
+	before, rl *v1alpha1.RedisLock
+	// timing is the lock's timing as candidates use it.
+	timing redislock.Timing
+	log    logr.Logger
+}
+
+func newLockScope(ctx context.Context, rl *v1alpha1.RedisLock) *lockScope {
+	return &lockScope{before: rl.DeepCopy(), rl: rl, timing: redisconn.Timing(rl), log: logf.FromContext(ctx)}
+}
+
+// reconcileNormal shows the live holder of a RedisLock that is not being
+// deleted, and says when to look next. What goes wrong with the spec or
+// Redis is in rl's conditions; an error (a failed force-release) is for
+// controller-runtime to retry with backoff.
+func (r *RedisLockReconciler) reconcileNormal(ctx context.Context, s *lockScope) (ctrl.Result, error) {
+	rl := s.rl
+	if rl.Spec.DeletionPolicy == v1alpha1.DeletionRelease {
+		controllerutil.AddFinalizer(rl, Finalizer)
+	} else {
+		controllerutil.RemoveFinalizer(rl, Finalizer)
 	}
-	lc, cfg, err := r.lockClient(ctx, &rl)
+	rl.Status.EffectiveTiming = &v1alpha1.EffectiveTiming{
+		TTL: metav1.Duration{Duration: s.timing.TTL}, RenewInterval: metav1.Duration{Duration: s.timing.RenewInterval}, RenewDeadline: metav1.Duration{Duration: s.timing.RenewDeadline},
+	}
+	lc, cfg, err := r.lockClient(ctx, s)
 	rl.Status.Connection = cfg.Connection
 	if err != nil {
-		setUnusable(&rl, err)
-		if becameFalse(before, &rl, v1alpha1.ConditionReady) {
-			r.Recorder.Eventf(&rl, nil, corev1.EventTypeWarning, EventInvalidSpec, "Connect", "%v", err)
-			log.Info("cannot use spec", "reason", reasonFor(err), "error", err.Error())
+		setUnusable(rl, err)
+		if becameFalse(s.before, rl, v1alpha1.ConditionReady) {
+			r.Recorder.Eventf(rl, nil, corev1.EventTypeWarning, EventInvalidSpec, "Connect", "%v", err)
+			s.log.Info("cannot use spec", "reason", reasonFor(err), "error", err.Error())
 		}
-		observed(&rl)
+		observed(rl)
 		return ctrl.Result{RequeueAfter: r.Resync}, nil
 	}
-	name := redisconn.LockName(&rl, r.ClusterID)
+	name := redisconn.LockName(rl, r.ClusterID)
 	rl.Status.LockName, rl.Status.ClusterID = name, ""
 	if rl.Spec.Scope != v1alpha1.ScopeGlobal {
 		rl.Status.ClusterID = r.ClusterID
 	}
 	if _, ok := rl.Annotations[ForceReleaseAnnotation]; ok {
-		if err := r.forceRelease(ctx, &rl, lc, name); err != nil {
+		if err := r.forceRelease(ctx, s, lc, name); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
+	h, err := r.observe(ctx, s, lc, cfg, name)
+	observed(rl)
+	return ctrl.Result{RequeueAfter: r.nextLook(s, h, err)}, nil
+}
 
-	evictionErr := r.checkEviction(ctx, &rl, before)
+// observe reads the lock's holder and the nodes' eviction policy into rl's
+// status, conditions and metrics, telling a change of holder and a new
+// fault once (an event and a log line). It returns what Inspect returned.
+func (r *RedisLockReconciler) observe(ctx context.Context, s *lockScope, lc *redislock.Client, cfg redisconn.Config, name string) (redislock.Holder, error) {
+	rl := s.rl
+	evictionErr := r.checkEviction(ctx, s)
 	h, err := lc.Inspect(ctx, name)
 	prev := rl.Status.HolderIdentity
-	if applyHolder(&rl, cfg, h, err, r.Clock.Now()) {
-		log.Info("holder changed", "from", prev, "to", rl.Status.HolderIdentity, "fence", h.Fence)
-		r.Recorder.Eventf(&rl, nil, corev1.EventTypeNormal, EventLeaderChanged, "Observe", "holder changed from %q to %q", prev, rl.Status.HolderIdentity)
+	if applyHolder(rl, cfg, h, err, r.Clock.Now()) {
+		s.log.Info("holder changed", "from", prev, "to", rl.Status.HolderIdentity, "fence", h.Fence)
+		r.Recorder.Eventf(rl, nil, corev1.EventTypeNormal, EventLeaderChanged, "Observe", "holder changed from %q to %q", prev, rl.Status.HolderIdentity)
 		if prev != "" && rl.Status.HolderIdentity != "" {
 			transitionsTotal.WithLabelValues(rl.Namespace, rl.Name).Inc()
 		}
 	}
 	if evictionErr != nil && cfg.EvictingNodes == v1alpha1.EvictingNodesRefuse {
-		setCondition(&rl, v1alpha1.ConditionReady, metav1.ConditionFalse, ReasonEvictionPolicy, "candidates refuse these nodes (evictingNodes: Refuse): "+evictionErr.Error())
+		setCondition(rl, v1alpha1.ConditionReady, metav1.ConditionFalse, ReasonEvictionPolicy, "candidates refuse these nodes (evictingNodes: Refuse): "+evictionErr.Error())
 	}
 	// Every reconcile, so that a restarted controller shows the holder
 	// before the holder next changes.
 	setHolderMetric(rl.Namespace, rl.Name, rl.Status.HolderIdentity)
 	if err != nil {
 		redisErrorsTotal.WithLabelValues(rl.Namespace, rl.Name, reasonFor(err)).Inc()
-		if errors.Is(err, redislock.ErrNoQuorum) && becameFalse(before, &rl, v1alpha1.ConditionRedisReachable) {
-			r.Recorder.Eventf(&rl, nil, corev1.EventTypeWarning, EventRedisUnreachable, "Inspect", "%v", err)
-			log.Info("Redis unreachable", "error", err.Error())
+		if errors.Is(err, redislock.ErrNoQuorum) && becameFalse(s.before, rl, v1alpha1.ConditionRedisReachable) {
+			r.Recorder.Eventf(rl, nil, corev1.EventTypeWarning, EventRedisUnreachable, "Inspect", "%v", err)
+			s.log.Info("Redis unreachable", "error", err.Error())
 		}
 	}
-	observed(&rl)
-	// Look again when the holder's key would expire, in case it crashed:
-	// expiry sends no message. While Redis is unreachable, look again
-	// every Resync at the latest (not with the controller's error backoff,
-	// which grows to many minutes), and sooner: a lock's users retry
-	// every renewInterval.
-	next := r.Resync
+	return h, err
+}
+
+// nextLook is when to look again: when the holder's key would expire, in
+// case it crashed, since expiry sends no message. While Redis is
+// unreachable, every Resync at the latest (not with the controller's error
+// backoff, which grows to many minutes), and sooner: a lock's users retry
+// every renewInterval.
+func (r *RedisLockReconciler) nextLook(s *lockScope, h redislock.Holder, err error) time.Duration {
 	switch {
 	case errors.Is(err, redislock.ErrNoQuorum):
-		next = min(next, redisconn.Timing(&rl).RenewInterval*4)
-	case h.Identity != "" && h.FreeIn > 0 && h.FreeIn < next:
-		next = h.FreeIn + 10*time.Millisecond
+		return min(r.Resync, s.timing.RenewInterval*4)
+	case h.Identity != "" && h.FreeIn > 0 && h.FreeIn < r.Resync:
+		return h.FreeIn + 10*time.Millisecond
 	}
-	return ctrl.Result{RequeueAfter: next}, nil
+	return r.Resync
 }
 
 // checkEviction sets the EvictionSafe condition from the nodes' memory
 // policy, read at most once per Resync for each set of nodes, and tells a
 // new risk once (an event and a log line). It returns the risk, nil when
 // there is none.
-func (r *RedisLockReconciler) checkEviction(ctx context.Context, rl, before *v1alpha1.RedisLock) error {
+func (r *RedisLockReconciler) checkEviction(ctx context.Context, s *lockScope) error {
+	rl := s.rl
 	err := r.clients.evictionRisk(ctx, client.ObjectKeyFromObject(rl), r.Resync)
 	if err == nil {
 		setCondition(rl, ConditionEvictionSafe, metav1.ConditionTrue, ReasonNoEviction, "no node can evict lock keys (maxmemory-policy noeviction, or no maxmemory)")
@@ -214,9 +242,9 @@ func (r *RedisLockReconciler) checkEviction(ctx context.Context, rl, before *v1a
 	}
 	setCondition(rl, ConditionEvictionSafe, metav1.ConditionFalse, ReasonEvictionPolicy, err.Error())
 	evictionRisk.WithLabelValues(rl.Namespace, rl.Name).Set(1)
-	if becameFalse(before, rl, ConditionEvictionSafe) {
+	if becameFalse(s.before, rl, ConditionEvictionSafe) {
 		r.Recorder.Eventf(rl, nil, corev1.EventTypeWarning, ReasonEvictionPolicy, "CheckEviction", "%v", err)
-		logf.FromContext(ctx).Info("WARNING: Redis can evict lock keys", "error", err.Error())
+		s.log.Info("WARNING: Redis can evict lock keys", "error", err.Error())
 	}
 	return err
 }
@@ -229,7 +257,8 @@ func becameFalse(before, now *v1alpha1.RedisLock, typ string) bool {
 
 // lockClient resolves the spec and returns the shared lock client for it,
 // and the connection's config (what of it resolved, on error).
-func (r *RedisLockReconciler) lockClient(ctx context.Context, rl *v1alpha1.RedisLock) (*redislock.Client, redisconn.Config, error) {
+func (r *RedisLockReconciler) lockClient(ctx context.Context, s *lockScope) (*redislock.Client, redisconn.Config, error) {
+	rl := s.rl
 	cfg, err := redisconn.Resolve(ctx, r.APIReader, rl)
 	if err != nil {
 		return nil, cfg, err
@@ -241,7 +270,7 @@ func (r *RedisLockReconciler) lockClient(ctx context.Context, rl *v1alpha1.Redis
 	// The engine checks what the API server's rules cannot: the drift
 	// allowance, whole milliseconds, and a shared connection's nodeTimeout
 	// against this lock's ttl.
-	if err := lc.CheckTiming(redisconn.Timing(rl)); err != nil {
+	if err := lc.CheckTiming(s.timing); err != nil {
 		return nil, cfg, err
 	}
 	return lc, cfg, nil
@@ -254,87 +283,10 @@ func observed(rl *v1alpha1.RedisLock) {
 	setReadyMetric(rl.Namespace, rl.Name, meta.FindStatusCondition(rl.Status.Conditions, v1alpha1.ConditionReady))
 }
 
-// write stores what a reconcile changed in rl since before, the object as
-// read, making no request for a part that did not change: first the
-// metadata (finalizers, annotations) as one merge patch that fails if the
-// object changed since it was read, so that a finalizer another writer
-// added in between is not lost; then the status by applyStatus. It tries
-// both and returns both errors.
-func (r *RedisLockReconciler) write(ctx context.Context, before, rl *v1alpha1.RedisLock) error {
-	var errs []error
-	latest := rl // the newest resourceVersion and managedFields known
-	if !equality.Semantic.DeepEqual(before.ObjectMeta, rl.ObjectMeta) {
-		// A copy with the status as read: the response, which carries the
-		// stored status, must not overwrite the status still to apply.
-		m := before.DeepCopy()
-		m.ObjectMeta = *rl.ObjectMeta.DeepCopy()
-		if err := r.Patch(ctx, m, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-			errs = append(errs, fmt.Errorf("patch metadata: %w", err))
-		} else {
-			latest = m
-			r.own.record(m)
-		}
-	}
-	if !equality.Semantic.DeepEqual(before.Status, rl.Status) {
-		if err := r.applyStatus(ctx, rl.Status, latest); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return kerrors.NewAggregate(errs)
-}
-
-// applyStatus applies status as the whole status of rl, owned by the
-// controller: no conflict with other writers of the object, and no lost
-// update from a stale cache, as a merge patch against it would risk.
-func (r *RedisLockReconciler) applyStatus(ctx context.Context, status v1alpha1.RedisLockStatus, rl *v1alpha1.RedisLock) error {
-	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&v1alpha1.RedisLock{
-		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "RedisLock"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: rl.Namespace, Name: rl.Name},
-		Status:     status,
-	})
-	if err != nil {
-		return fmt.Errorf("status to apply: %w", err)
-	}
-	delete(u, "spec")
-	if err := r.adoptStatus(ctx, rl); err != nil {
-		return fmt.Errorf("take over status fields written by update: %w", err)
-	}
-	applied := &unstructured.Unstructured{Object: u}
-	if err := r.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(applied), client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
-		return fmt.Errorf("apply status: %w", err)
-	}
-	r.own.record(applied)
-	return nil
-}
-
-// adoptStatus moves to fieldOwner the status fields that an Update wrote
-// (this controller before it applied status, or anyone else), once: an
-// apply removes only fields its own manager owns, so without this a field
-// an older version set (a holderIdentity, an acquireTime) would stay when
-// the apply leaves it out.
-func (r *RedisLockReconciler) adoptStatus(ctx context.Context, rl *v1alpha1.RedisLock) error {
-	updaters := sets.New[string]()
-	for _, f := range rl.ManagedFields {
-		if f.Operation == metav1.ManagedFieldsOperationUpdate && f.Subresource == "status" {
-			updaters.Insert(f.Manager)
-		}
-	}
-	if updaters.Len() == 0 {
-		return nil
-	}
-	patch, err := csaupgrade.UpgradeManagedFieldsPatch(rl, updaters, fieldOwner, csaupgrade.Subresource("status"))
-	if err != nil || patch == nil {
-		return err
-	}
-	return r.Patch(ctx, rl.DeepCopy(), client.RawPatch(types.JSONPatchType, patch))
-}
-
-// fieldOwner manages the status fields the controller applies.
-const fieldOwner = "redislock-controller"
-
 // forceRelease frees the lock once and removes the annotation from rl,
 // for the deferred write to store.
-func (r *RedisLockReconciler) forceRelease(ctx context.Context, rl *v1alpha1.RedisLock, lc *redislock.Client, name string) error {
+func (r *RedisLockReconciler) forceRelease(ctx context.Context, s *lockScope, lc *redislock.Client, name string) error {
+	rl := s.rl
 	var live v1alpha1.RedisLock
 	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(rl), &live); err != nil {
 		return fmt.Errorf("confirm the %s annotation: %w", ForceReleaseAnnotation, err)
@@ -344,11 +296,11 @@ func (r *RedisLockReconciler) forceRelease(ctx context.Context, rl *v1alpha1.Red
 		// the lock may have a new holder by now.
 		return nil
 	}
-	rel, err := lc.ForceRelease(ctx, name, redisconn.Timing(rl).TTL)
+	rel, err := lc.ForceRelease(ctx, name, s.timing.TTL)
 	if err != nil {
 		return fmt.Errorf("force release %q: %w", name, err)
 	}
-	logf.FromContext(ctx).Info("force-released lock", "lock", name, "holder", rel.Identity, "by", rl.Annotations[ForceReleaseAnnotation], "grantableIn", rel.Wait.String())
+	s.log.Info("force-released lock", "lock", name, "holder", rel.Identity, "by", rl.Annotations[ForceReleaseAnnotation], "grantableIn", rel.Wait.String())
 	r.Recorder.Eventf(rl, nil, corev1.EventTypeNormal, EventForceReleased, "ForceRelease",
 		"released lock %q from holder %q as annotation %s asked; the holder steps down at its next renewal, and no one is granted the lock for %v, until the holder's last renewal runs out",
 		name, rel.Identity, ForceReleaseAnnotation, rel.Wait.Round(time.Millisecond))
@@ -356,10 +308,11 @@ func (r *RedisLockReconciler) forceRelease(ctx context.Context, rl *v1alpha1.Red
 	return nil
 }
 
-// finalize releases the lock of a RedisLock being deleted with the Release
-// policy, then removes the finalizer from rl, for the deferred write to
-// store, which lets the object go.
-func (r *RedisLockReconciler) finalize(ctx context.Context, rl *v1alpha1.RedisLock) error {
+// reconcileDelete releases the lock of a RedisLock being deleted with the
+// Release policy, then removes the finalizer from rl, for the deferred
+// write to store, which lets the object go.
+func (r *RedisLockReconciler) reconcileDelete(ctx context.Context, s *lockScope) error {
+	rl := s.rl
 	if !controllerutil.ContainsFinalizer(rl, Finalizer) {
 		return nil
 	}
@@ -373,10 +326,10 @@ func (r *RedisLockReconciler) finalize(ctx context.Context, rl *v1alpha1.RedisLo
 	if err != nil {
 		return fmt.Errorf("confirm the finalizer: %w", err)
 	}
-	lc, _, err := r.lockClient(ctx, rl)
+	lc, _, err := r.lockClient(ctx, s)
 	if err == nil {
 		var rel redislock.Released
-		rel, err = lc.ForceRelease(ctx, redisconn.LockName(rl, r.ClusterID), redisconn.Timing(rl).TTL)
+		rel, err = lc.ForceRelease(ctx, redisconn.LockName(rl, r.ClusterID), s.timing.TTL)
 		if err == nil {
 			r.Recorder.Eventf(rl, nil, corev1.EventTypeNormal, EventReleasedOnDelete, "Delete", "released lock from holder %q before deletion; grantable again in %v", rel.Identity, rel.Wait.Round(time.Millisecond))
 		}
@@ -389,7 +342,7 @@ func (r *RedisLockReconciler) finalize(ctx context.Context, rl *v1alpha1.RedisLo
 		// The spec cannot reach Redis, and will not by waiting: the
 		// object goes, and the user learns that its key stayed.
 		r.Recorder.Eventf(rl, nil, corev1.EventTypeWarning, EventNotReleasedOnDelete, "Delete", "deleted without releasing the lock (deletionPolicy Release): %v", err)
-		logf.FromContext(ctx).Info("deleted without releasing the lock", "error", err.Error())
+		s.log.Info("deleted without releasing the lock", "error", err.Error())
 	}
 	r.clients.forget(client.ObjectKeyFromObject(rl))
 	controllerutil.RemoveFinalizer(rl, Finalizer)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -36,7 +37,7 @@ func lockIn(ns string) string { return clusterID + "/" + ns }
 const resync = 3 * time.Second
 
 func TestMain(m *testing.M) {
-	testenv.Main("..", &envtest.Environment{}, true, func(cfg *rest.Config) (int, error) { return run(m, cfg) })
+	testenv.Main(filepath.Join("..", ".."), &envtest.Environment{}, true, func(cfg *rest.Config) (int, error) { return run(m, cfg) })
 }
 
 func run(m *testing.M, cfg *rest.Config) (int, error) {

@@ -31,6 +31,7 @@ import (
 	"github.com/redislock/redislock/internal/testing/redisproc"
 	"github.com/redislock/redislock/internal/testing/redisstats"
 	"github.com/redislock/redislock/internal/testing/testenv"
+	"github.com/redislock/redislock/pkg/redislock"
 )
 
 // Names of what the demo creates, and how long it counts commands.
@@ -209,7 +210,8 @@ func (d *demo) install(ctx context.Context, addrs []string) error {
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
-	manifest := append(fmt.Appendf(nil, lockManifest, nodes, mode, d.TTL, d.TTL*2/3, d.TTL*2/15), webhook.Manifest...)
+	t := redislock.Timing{TTL: d.TTL}.WithDefaults() // what the controller would derive, written out
+	manifest := append(fmt.Appendf(nil, lockManifest, nodes, mode, t.TTL, t.RenewDeadline, t.RenewInterval), webhook.Manifest...)
 	if err := os.WriteFile(filepath.Join(d.dir, "demo.yaml"), manifest, 0o600); err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}

@@ -18,7 +18,7 @@ import (
 // The demo, as `make demo` runs it (in log mode): both leaders appear, the
 // two handovers are measured, and no process it started outlives it.
 func TestDemoRunsTheWholeSystemAndCleansUp(t *testing.T) {
-	root, err := filepath.Abs(filepath.Join("..", ".."))
+	root, err := filepath.Abs(filepath.Join("..", "..", ".."))
 	if err != nil {
 		t.Fatal(err)
 	}

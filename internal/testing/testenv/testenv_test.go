@@ -16,7 +16,7 @@ import (
 
 // root is the repository root; kubectl runs there as the admin of the API
 // server TestMain starts.
-const root = "../.."
+const root = "../../.."
 
 var kubectl testenv.Kubectl
 
