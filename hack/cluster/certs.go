@@ -1,75 +1,35 @@
 package main
 
 import (
-	"crypto"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/redislock/redislock/internal/pki"
 )
 
 // certValidity is long enough for any test run; a new cluster gets new certs.
 const certValidity = 7 * 24 * time.Hour
 
-type keyPair struct {
-	cert    *x509.Certificate
-	key     crypto.Signer
-	certPEM []byte
-	keyPEM  []byte
-}
-
-// issue makes a key and a certificate from tmpl, signed by ca (self-signed
-// when ca is nil).
-func issue(tmpl *x509.Certificate, ca *keyPair) (*keyPair, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
-	if err != nil {
-		return nil, err
-	}
-	tmpl.SerialNumber = serial
+// issue is pki.Issue, valid from an hour ago for certValidity.
+func issue(tmpl *x509.Certificate, ca *pki.KeyPair) (*pki.KeyPair, error) {
 	tmpl.NotBefore = time.Now().Add(-time.Hour)
 	tmpl.NotAfter = time.Now().Add(certValidity)
-	parent, signer := tmpl, crypto.Signer(key)
-	if ca != nil {
-		parent, signer = ca.cert, ca.key
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, key.Public(), signer)
-	if err != nil {
-		return nil, err
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, err
-	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		return nil, err
-	}
-	return &keyPair{
-		cert: cert, key: key,
-		certPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		keyPEM:  pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}),
-	}, nil
+	return pki.Issue(tmpl, ca)
 }
 
-func (k *keyPair) write(d dirs, name string) error {
-	if err := os.WriteFile(d.pki(name+".crt"), k.certPEM, 0o600); err != nil {
+// writePair writes k as name.crt and name.key in the PKI directory.
+func writePair(k *pki.KeyPair, d dirs, name string) error {
+	if err := os.WriteFile(d.pki(name+".crt"), k.CertPEM, 0o600); err != nil {
 		return err
 	}
-	return os.WriteFile(d.pki(name+".key"), k.keyPEM, 0o600)
+	return os.WriteFile(d.pki(name+".key"), k.KeyPEM, 0o600)
 }
 
 // client is who a kubeconfig authenticates as.
@@ -113,8 +73,8 @@ func writePKI(d dirs, hostAPI string) error {
 	if err != nil {
 		return err
 	}
-	for name, k := range map[string]*keyPair{"ca": ca, "apiserver": serving, "sa": sa} {
-		if err := k.write(d, name); err != nil {
+	for name, k := range map[string]*pki.KeyPair{"ca": ca, "apiserver": serving, "sa": sa} {
+		if err := writePair(k, d, name); err != nil {
 			return err
 		}
 	}
@@ -122,7 +82,7 @@ func writePKI(d dirs, hostAPI string) error {
 	if err != nil {
 		return err
 	}
-	if err := kubeletClient.write(d, "apiserver-kubelet-client"); err != nil {
+	if err := writePair(kubeletClient, d, "apiserver-kubelet-client"); err != nil {
 		return err
 	}
 	for _, c := range clients {
@@ -142,7 +102,7 @@ func writePKI(d dirs, hostAPI string) error {
 	return nil
 }
 
-func clientCert(ca *keyPair, c client) (*keyPair, error) {
+func clientCert(ca *pki.KeyPair, c client) (*pki.KeyPair, error) {
 	subject := pkix.Name{CommonName: c.cn}
 	if c.org != "" {
 		subject.Organization = []string{c.org}
@@ -153,10 +113,10 @@ func clientCert(ca *keyPair, c client) (*keyPair, error) {
 	}, ca)
 }
 
-func writeKubeconfig(path, server string, ca, k *keyPair) error {
+func writeKubeconfig(path, server string, ca, k *pki.KeyPair) error {
 	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["redislock"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: ca.certPEM}
-	cfg.AuthInfos["redislock"] = &clientcmdapi.AuthInfo{ClientCertificateData: k.certPEM, ClientKeyData: k.keyPEM}
+	cfg.Clusters["redislock"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: ca.CertPEM}
+	cfg.AuthInfos["redislock"] = &clientcmdapi.AuthInfo{ClientCertificateData: k.CertPEM, ClientKeyData: k.KeyPEM}
 	cfg.Contexts["redislock"] = &clientcmdapi.Context{Cluster: "redislock", AuthInfo: "redislock"}
 	cfg.CurrentContext = "redislock"
 	return clientcmd.WriteToFile(*cfg, path)

@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/redislock/redislock/internal/pki"
 )
 
 // Keys of the Secret besides corev1.TLSCertKey and corev1.TLSPrivateKeyKey.
@@ -87,11 +89,11 @@ func (m *Manager) syncSecret(ctx context.Context) (map[string][]byte, error) {
 // desired returns the Secret data that Ensure wants, given the stored data:
 // what is usable is kept, the rest is issued anew as of now.
 func (m *Manager) desired(stored map[string][]byte, now time.Time) (map[string][]byte, error) {
-	ca, err := parseKeyPair(stored[caCertKey], stored[caKeyKey])
+	ca, err := pki.ParseKeyPair(stored[caCertKey], stored[caKeyKey])
 	previous := stored[previousCAKey]
-	if err != nil || !ca.cert.IsCA || expiresWithin(ca.cert, now, m.o.CAValidity/3) {
+	if err != nil || !ca.Cert.IsCA || expiresWithin(ca.Cert, now, m.o.CAValidity/3) {
 		if err == nil {
-			previous = ca.certPEM
+			previous = ca.CertPEM
 		}
 		if ca, err = newCA(now, m.o.CAValidity); err != nil {
 			return nil, fmt.Errorf("issue CA: %w", err)
@@ -100,9 +102,9 @@ func (m *Manager) desired(stored map[string][]byte, now time.Time) (map[string][
 	if prev, err := parseCert(previous); err != nil || !now.Before(prev.NotAfter) {
 		previous = nil
 	}
-	leaf, err := parseKeyPair(stored[corev1.TLSCertKey], stored[corev1.TLSPrivateKeyKey])
-	if err != nil || leaf.cert.CheckSignatureFrom(ca.cert) != nil || !covers(leaf.cert, m.o.Hosts) ||
-		expiresWithin(leaf.cert, now, m.o.CertValidity/3) {
+	leaf, err := pki.ParseKeyPair(stored[corev1.TLSCertKey], stored[corev1.TLSPrivateKeyKey])
+	if err != nil || leaf.Cert.CheckSignatureFrom(ca.Cert) != nil || !covers(leaf.Cert, m.o.Hosts) ||
+		expiresWithin(leaf.Cert, now, m.o.CertValidity/3) {
 		if leaf, err = newServingCert(ca, m.o.Hosts, now, m.o.CertValidity); err != nil {
 			return nil, fmt.Errorf("issue serving certificate: %w", err)
 		}
@@ -111,8 +113,8 @@ func (m *Manager) desired(stored map[string][]byte, now time.Time) (map[string][
 	if want == nil {
 		want = map[string][]byte{}
 	}
-	want[caCertKey], want[caKeyKey] = ca.certPEM, ca.keyPEM
-	want[corev1.TLSCertKey], want[corev1.TLSPrivateKeyKey] = leaf.certPEM, leaf.keyPEM
+	want[caCertKey], want[caKeyKey] = ca.CertPEM, ca.KeyPEM
+	want[corev1.TLSCertKey], want[corev1.TLSPrivateKeyKey] = leaf.CertPEM, leaf.KeyPEM
 	if previous == nil {
 		delete(want, previousCAKey)
 	} else {

@@ -2,9 +2,6 @@ package webhookwait_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/json"
@@ -12,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"log"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -29,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/redislock/redislock/internal/inject"
+	"github.com/redislock/redislock/internal/pki"
 	"github.com/redislock/redislock/internal/testing/syncbuf"
 	"github.com/redislock/redislock/internal/webhookwait"
 )
@@ -199,20 +196,15 @@ func TestWaitFailsOnAWrongAnswer(t *testing.T) {
 // httptest's servers all share one certificate.
 func otherCA(t *testing.T) []byte {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "other CA"},
+	ca, err := pki.Issue(&x509.Certificate{
+		Subject:   pkix.Name{CommonName: "other CA"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
 		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return der
+	return ca.Cert.Raw
 }
 
 // A -connect the kubelet did not expand (no such Service env var) fails at

@@ -68,18 +68,7 @@ func TestChartOnARealCluster(t *testing.T) {
 	})
 	t.Run("/leader in each pod agrees with the label and the RedisLock", func(t *testing.T) { leaderAnswersAgree(t) })
 	t.Run("deleting the leader pod moves the label", func(t *testing.T) {
-		ps, _ := mustPods(t)
-		old, _ := leaders(ps)
-		if len(old) != 1 {
-			t.Fatalf("%d leaders", len(old))
-		}
-		start := time.Now()
-		if err := client.CoreV1().Pods(appNS).Delete(context.Background(), old[0].Name, metav1.DeleteOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		d := waitForOneLeader(t, 0, old[0].Name)
-		t.Logf("leader pod %s deleted: new leader labelled after %.2fs", old[0].Name, d.Seconds())
-		waitForOneLeader(t, 3, "")
+		start := deleteTheLeaderPod(t)
 		steadyOneLeader(t, appNS, "app="+app, time.Second)
 		leaderAnswersAgree(t)
 		t.Logf("3 Ready again %.1fs after the delete", time.Since(start).Seconds())
@@ -175,6 +164,25 @@ func mustPods(t *testing.T) ([]corev1.Pod, string) {
 	}
 	_, all := leaders(ps)
 	return ps, all
+}
+
+// deleteTheLeaderPod deletes the pod labelled leader, waits until another
+// is labelled and 3 are Ready, and returns when it deleted it.
+func deleteTheLeaderPod(t *testing.T) time.Time {
+	t.Helper()
+	ps, _ := mustPods(t)
+	old, _ := leaders(ps)
+	if len(old) != 1 {
+		t.Fatalf("%d leaders", len(old))
+	}
+	start := time.Now()
+	if err := client.CoreV1().Pods(appNS).Delete(context.Background(), old[0].Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	d := waitForOneLeader(t, 0, old[0].Name)
+	t.Logf("leader pod %s deleted: new leader labelled after %.2fs", old[0].Name, d.Seconds())
+	waitForOneLeader(t, 3, "")
+	return start
 }
 
 // waitForOneLeader waits until exactly one live pod other than not is

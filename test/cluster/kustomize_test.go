@@ -4,8 +4,6 @@ import (
 	"context"
 	"testing"
 	"time"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // The second way to install: `kubectl apply -k config/default` (Lease
@@ -39,15 +37,7 @@ func TestKustomizeInstallOnARealCluster(t *testing.T) {
 	sidecarsRun(t, "redislock-system", "redislock-controller")
 	leaderAnswersAgree(t)
 
-	ps, _ := mustPods(t)
-	old, _ := leaders(ps)
-	start = time.Now()
-	if err := client.CoreV1().Pods(appNS).Delete(context.Background(), old[0].Name, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	d := waitForOneLeader(t, 0, old[0].Name)
-	t.Logf("leader pod %s deleted: new leader labelled after %.2fs", old[0].Name, d.Seconds())
-	waitForOneLeader(t, 3, "")
+	start = deleteTheLeaderPod(t)
 	leaderAnswersAgree(t)
 	t.Logf("3 Ready again %.1fs after the delete", time.Since(start).Seconds())
 }

@@ -1,18 +1,15 @@
 package redisproc
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/redislock/redislock/internal/pki"
 )
 
 // Certificates are a fresh CA and, signed by it, a server certificate for
@@ -43,52 +40,30 @@ func writeTLSFiles(dir string) (Certificates, error) {
 // clients, and for tests that need a key pair.
 func NewCertificates() (Certificates, error) {
 	now := time.Now()
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "redisproc test CA"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	valid := func(c *x509.Certificate) *x509.Certificate {
+		c.NotBefore, c.NotAfter = now.Add(-time.Hour), now.Add(24*time.Hour)
+		return c
 	}
-	caPEM, _, caKey, err := newCert(caTmpl, nil, nil)
+	ca, err := pki.Issue(valid(&x509.Certificate{
+		Subject: pkix.Name{CommonName: "redisproc test CA"}, IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}), nil)
 	if err != nil {
-		return Certificates{}, err
+		return Certificates{}, fmt.Errorf("redisproc: %w", err)
 	}
-	srvPEM, srvKeyPEM, _, err := newCert(&x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
+	srv, err := pki.Issue(valid(&x509.Certificate{
+		Subject:     pkix.Name{CommonName: "127.0.0.1"},
 		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, DNSNames: []string{"localhost"},
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}, caTmpl, caKey)
+	}), ca)
 	if err != nil {
-		return Certificates{}, err
+		return Certificates{}, fmt.Errorf("redisproc: %w", err)
 	}
-	cliPEM, cliKeyPEM, _, err := newCert(&x509.Certificate{
-		SerialNumber: big.NewInt(3), Subject: pkix.Name{CommonName: "redisproc test client"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
+	cli, err := pki.Issue(valid(&x509.Certificate{
+		Subject:  pkix.Name{CommonName: "redisproc test client"},
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}, caTmpl, caKey)
+	}), ca)
 	if err != nil {
-		return Certificates{}, err
+		return Certificates{}, fmt.Errorf("redisproc: %w", err)
 	}
-	return Certificates{CA: caPEM, ServerCert: srvPEM, ServerKey: srvKeyPEM, ClientCert: cliPEM, ClientKey: cliKeyPEM}, nil
-}
-
-// newCert makes a key and a certificate of it from tmpl, signed by parent
-// with parentKey (self-signed when parent is nil), and returns both in PEM.
-func newCert(tmpl, parent *x509.Certificate, parentKey *ecdsa.PrivateKey) (certPEM, keyPEM []byte, key *ecdsa.PrivateKey, err error) {
-	if key, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader); err != nil {
-		return nil, nil, nil, fmt.Errorf("redisproc: %w", err)
-	}
-	if parent == nil {
-		parent, parentKey = tmpl, key
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("redisproc: %w", err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("redisproc: %w", err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), key, nil
+	return Certificates{CA: ca.CertPEM, ServerCert: srv.CertPEM, ServerKey: srv.KeyPEM, ClientCert: cli.CertPEM, ClientKey: cli.KeyPEM}, nil
 }
