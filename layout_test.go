@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -87,6 +91,35 @@ func TestImportsPointDownTheLayout(t *testing.T) {
 	for _, p := range goList(t, "-deps", ".") {
 		if room(p.ImportPath) == "testing" {
 			t.Errorf("the binary contains %s, which is test support", p.ImportPath)
+		}
+	}
+}
+
+// The controller, its command and the agent stay made of functions that
+// do one job each: none (but tests) is over 60 lines.
+func TestNoLongFunctionsInTheControllerAndTheAgent(t *testing.T) {
+	const most = 60
+	fset := token.NewFileSet()
+	for _, dir := range []string{"internal/controller", "internal/controllercmd", "internal/agent"} {
+		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+		if err != nil || len(files) == 0 {
+			t.Fatalf("%s: no Go files (%v)", dir, err)
+		}
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			af, err := parser.ParseFile(fset, f, nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range af.Decls {
+				if fd, ok := d.(*ast.FuncDecl); ok {
+					if n := fset.Position(fd.End()).Line - fset.Position(fd.Pos()).Line + 1; n > most {
+						t.Errorf("%s: %s is %d lines; split it (at most %d)", f, fd.Name.Name, n, most)
+					}
+				}
+			}
 		}
 	}
 }
