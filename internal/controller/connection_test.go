@@ -60,6 +60,30 @@ func TestLockOnRedisConnection(t *testing.T) {
 	waitLock(t, other, 5*time.Second, "ConnectionNotFound in another namespace", isCond(v1alpha1.ConditionReady, metav1.ConditionFalse, controller.ReasonConnectionNotFound))
 }
 
+// A working lock's reconciles read its connection from the manager's
+// cache and its Secret from the controller's, sending the API server no
+// read of either: at 10,000 locks, uncached reads at each resync were about
+// 670 requests a second while nothing changed.
+func TestWorkingLockReadsNeitherConnectionNorSecretFromTheAPIServer(t *testing.T) {
+	s := redistest.Start(t, redisproc.Options{Password: "pw"})
+	ns := namespace(t)
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "auth"}, Data: map[string][]byte{"password": []byte("pw")}}
+	conn := &v1alpha1.RedisConnection{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "main"}, Spec: v1alpha1.RedisConnectionSpec{
+		Addrs: []string{s.Addr}, PasswordSecretRef: &v1alpha1.SecretKeyRef{Name: "auth", Key: "password"},
+	}}
+	rl := onConnection(ns, "cached", v1alpha1.KindRedisConnection, "main")
+	create(t, secret, conn, rl)
+	waitLock(t, rl, 10*time.Second, "Ready", isCond(v1alpha1.ConditionReady, metav1.ConditionTrue, controller.ReasonReady))
+	n, r0 := requests.count(), len(requests.reconciles(client.ObjectKeyFromObject(rl)))
+	waitReconciles(t, rl, r0, 2, 4*resync) // two resyncs
+	if got := requests.since(n, client.ObjectKeyFromObject(conn)); !slices.Contains(got, "get") || slices.Contains(got, "api get") {
+		t.Errorf("reads of the connection over two resyncs: %q; want cache reads (get) only", got)
+	}
+	if got := requests.since(n, client.ObjectKeyFromObject(secret)); slices.Contains(got, "api get") {
+		t.Errorf("reads of the Secret over two resyncs: %q; want none from the API server (it is read again after %v)", got, controller.SecretRefresh)
+	}
+}
+
 // A ClusterRedisConnection serves locks of any namespace, with its Secrets
 // in its secretNamespace; without secretNamespace the API server refuses a
 // connection that names Secrets.

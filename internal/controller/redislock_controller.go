@@ -61,10 +61,11 @@ type RedisLockReconciler struct {
 	// Default: 30s.
 	Resync time.Duration
 	// APIReader reads from the API server, uncached: the Secrets
-	// RedisLocks name, so that the controller watches only the metadata
-	// of Secrets and never caches their data cluster-wide, and a RedisLock
-	// about to be force-released, so that a cache that has not yet seen
-	// the annotation's removal never releases the next holder too.
+	// RedisLocks name (kept for SecretRefresh while their locks work, see
+	// SecretRefresh), so that the controller never lists or watches
+	// Secrets cluster-wide, and a RedisLock about to be force-released, so
+	// that a cache that has not yet seen the annotation's removal never
+	// releases the next holder too. Connections are read from the cache.
 	// Default: the manager's APIReader.
 	APIReader client.Reader
 	// ClusterID is this cluster's identity (redisconn.ClusterID), which
@@ -81,6 +82,7 @@ type RedisLockReconciler struct {
 	Clock clock.WithDelayedExecution
 
 	clients *clientCache
+	secrets *secretCache
 	own     ownWrites
 }
 
@@ -135,7 +137,9 @@ type lockScope struct {
 	before, rl *v1alpha1.RedisLock
 	// timing is the lock's timing as candidates use it.
 	timing redislock.Timing
-	log    logr.Logger
+	// secrets serves this reconcile's Secrets; set by lockClient.
+	secrets *secretReader
+	log     logr.Logger
 }
 
 func newLockScope(ctx context.Context, rl *v1alpha1.RedisLock) *lockScope {
@@ -178,6 +182,10 @@ func (r *RedisLockReconciler) reconcileNormal(ctx context.Context, s *lockScope)
 		}
 	}
 	h, err := r.observe(ctx, s, lc, cfg, name)
+	if err != nil {
+		// A rotated password may be why: read the Secrets anew.
+		s.secrets.forget()
+	}
 	observed(rl)
 	return ctrl.Result{RequeueAfter: r.nextLook(s, h, err)}, nil
 }
@@ -257,14 +265,18 @@ func becameFalse(before, now *v1alpha1.RedisLock, typ string) bool {
 
 // lockClient resolves the spec and returns the shared lock client for it,
 // and the connection's config (what of it resolved, on error).
-func (r *RedisLockReconciler) lockClient(ctx context.Context, s *lockScope) (*redislock.Client, redisconn.Config, error) {
+func (r *RedisLockReconciler) lockClient(ctx context.Context, s *lockScope) (lc *redislock.Client, cfg redisconn.Config, err error) {
 	rl := s.rl
-	cfg, err := redisconn.Resolve(ctx, r.APIReader, rl)
-	if err != nil {
+	s.secrets = r.secrets.reader(r.Client)
+	defer func() {
+		if err != nil {
+			s.secrets.forget()
+		}
+	}()
+	if cfg, err = redisconn.Resolve(ctx, s.secrets, rl); err != nil {
 		return nil, cfg, err
 	}
-	lc, err := r.clients.get(ctx, client.ObjectKeyFromObject(rl), cfg, redisconn.LockName(rl, r.ClusterID))
-	if err != nil {
+	if lc, err = r.clients.get(ctx, client.ObjectKeyFromObject(rl), cfg, redisconn.LockName(rl, r.ClusterID)); err != nil {
 		return nil, cfg, err
 	}
 	// The engine checks what the API server's rules cannot: the drift
@@ -352,8 +364,8 @@ func (r *RedisLockReconciler) reconcileDelete(ctx context.Context, s *lockScope)
 // SetupWithManager registers the controller: it watches RedisLocks, the
 // shared connections they name, and the lock events from Redis. It does
 // not watch Secrets: listing them would return their contents, so it only
-// gets the ones a lock names, at each reconcile, and a changed Secret
-// shows at the next resync.
+// gets the ones a lock names, again after SecretRefresh while the lock
+// works and at each reconcile while it fails.
 func (r *RedisLockReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.ClusterID == "" {
 		return errors.New("controller: ClusterID is empty")
@@ -370,6 +382,7 @@ func (r *RedisLockReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.APIReader == nil {
 		r.APIReader = mgr.GetAPIReader()
 	}
+	r.secrets = newSecretCache(r.APIReader, r.Clock)
 	changed := make(chan event.GenericEvent, 1024)
 	r.clients = newClientCache(mgr.GetLogger().WithName("redis"), r.Clock, changed)
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {

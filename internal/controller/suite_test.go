@@ -56,7 +56,7 @@ func run(m *testing.M, cfg *rest.Config) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	r := &controller.RedisLockReconciler{Client: recordingClient{mgr.GetClient()}, Recorder: mgr.GetEventRecorder("redislock-controller"), Resync: resync, ClusterID: clusterID}
+	r := &controller.RedisLockReconciler{Client: recordingClient{mgr.GetClient()}, APIReader: recordingAPIReader{mgr.GetAPIReader()}, Recorder: mgr.GetEventRecorder("redislock-controller"), Resync: resync, ClusterID: clusterID}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return 0, err
 	}

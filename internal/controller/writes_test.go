@@ -21,6 +21,9 @@ const (
 	reqPatch       = "patch"
 	reqUpdate      = "update"
 	reqStatusApply = "status apply"
+	// reqAPIGet is a read through the APIReader, which the API server
+	// serves; reqGet is a read of the manager's cache.
+	reqAPIGet = "api get"
 )
 
 // requests records what the reconciler under test asks the API server,
@@ -69,7 +72,7 @@ func (l *requestLog) writesIn(id types.UID) []string {
 	defer l.mu.Unlock()
 	var out []string
 	for _, r := range l.all {
-		if r.reconcile == id && r.verb != reqGet {
+		if r.reconcile == id && r.verb != reqGet && r.verb != reqAPIGet {
 			out = append(out, r.verb)
 		}
 	}
@@ -124,7 +127,7 @@ func (l *requestLog) reconciles(key client.ObjectKey) [][]string {
 			order = append(order, r.reconcile)
 			by[r.reconcile] = []string{}
 		}
-		if r.verb != reqGet {
+		if r.verb != reqGet && r.verb != reqAPIGet {
 			by[r.reconcile] = append(by[r.reconcile], r.verb)
 		}
 	}
@@ -163,6 +166,35 @@ func waitReconciles(t *testing.T, obj client.Object, n0, n int, timeout time.Dur
 		got := len(requests.reconciles(key))
 		return got >= n0+n, got
 	})
+}
+
+// recordingAPIReader is the reconciler's APIReader: the manager's,
+// recording into requests every read it makes of the API server.
+type recordingAPIReader struct{ client.Reader }
+
+func (r recordingAPIReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	requests.add(ctx, key, reqAPIGet)
+	return r.Reader.Get(ctx, key, obj, opts...)
+}
+
+// since returns the requests of key made after the first n requests.
+func (l *requestLog) since(n int, key client.ObjectKey) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, r := range l.all[n:] {
+		if r.key == key {
+			out = append(out, r.verb)
+		}
+	}
+	return out
+}
+
+// count is how many requests there are so far.
+func (l *requestLog) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.all)
 }
 
 // recordingClient is the reconciler's client: the manager's, recording
