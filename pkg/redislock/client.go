@@ -98,6 +98,8 @@ type Client struct {
 	// fenceLife is the lifetime of an idle fencing counter for a lock of
 	// a ttl: fenceLifetime, which tests shorten.
 	fenceLife func(ttl time.Duration) time.Duration
+	// releases multiplexes WatchReleases, one per node.
+	releases []*releaseWatches
 }
 
 // fenceLifetime is how long a lock's fencing counter outlives the lock's
@@ -170,6 +172,9 @@ func New(nodes []redis.UniversalClient, opts *Options) (*Client, error) {
 		c.all = append(c.all, i)
 	}
 	c.epoch = nodeKeys(o.KeyPrefix, epochSuffix, nodes)
+	for _, n := range c.nodes {
+		c.releases = append(c.releases, newReleaseWatches(c, n))
+	}
 	return c, nil
 }
 

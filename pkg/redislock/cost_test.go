@@ -301,7 +301,7 @@ func countEvents(t *testing.T, n redis.UniversalClient, lock string) *eventCount
 			case "acquired":
 				c.acquired.Add(1)
 			}
-		})
+		}, nil)
 	}()
 	t.Cleanup(func() { cancel(); _ = sub.Close(); <-done })
 	return c

@@ -21,52 +21,51 @@ const eventReleased = "released"
 // subscription to be confirmed, so that a release right after it returns
 // is not missed; it resubscribes after a node fault, and after the server
 // refused a resubscription, with a PING per 30s of silence to find out.
-// Call stop to unsubscribe.
+// The watches of one Client share one subscription (one connection) per
+// node, whatever their number and names. Call stop to unsubscribe.
 func (c *Client) WatchReleases(ctx context.Context, name string) (wake <-chan struct{}, stop func()) {
-	ch := make(chan struct{}, 1)
 	channel := keysFor(c.opts.KeyPrefix, name).channel()
-	stop = c.watch(ctx, func(ctx context.Context, sub *redis.PubSub) error { return sub.Subscribe(ctx, channel) },
-		func(n *node) *redis.PubSub { return n.client.Subscribe(ctx, channel) },
-		func(msg *redis.Message) {
-			if msg.Payload != eventReleased {
-				return
-			}
-			select {
-			case ch <- struct{}{}:
-			default:
+	w := &releaseWatch{wake: make(chan struct{}, 1)}
+	for i, r := range c.releases {
+		confirm, cancel := context.WithTimeout(ctx, c.opts.NodeTimeout)
+		select {
+		case <-r.add(confirm, channel, w):
+		case <-confirm.Done():
+			c.opts.Logger.V(1).Info("subscription not confirmed; releases on this node are noticed at expiry until it is", "node", c.nodes[i].name, "error", confirm.Err().Error())
+		}
+		cancel()
+	}
+	var once sync.Once
+	return w.wake, func() {
+		once.Do(func() {
+			for _, r := range c.releases {
+				r.remove(context.WithoutCancel(ctx), channel, w)
 			}
 		})
-	return ch, stop
+	}
 }
 
 // WatchEvents subscribes, on every node, to the events of every lock under
 // this Client's KeyPrefix, and calls handle with the lock's name at each
 // grant and each release (force-releases included), one call at a time per
-// node. It waits for and keeps the subscriptions as WatchReleases does.
+// node. It waits up to NodeTimeout per node for each subscription to be
+// confirmed, and keeps each alive as WatchReleases does.
 // A lock held across several nodes announces on each, so handle may be
 // called once per node for one change. Call stop to unsubscribe; handle is
 // not called after stop returns.
 func (c *Client) WatchEvents(ctx context.Context, handle func(name string)) (stop func()) {
 	pattern := eventsPattern(c.opts.KeyPrefix)
-	return c.watch(ctx, func(ctx context.Context, sub *redis.PubSub) error { return sub.PSubscribe(ctx, pattern) },
-		func(n *node) *redis.PubSub { return n.client.PSubscribe(ctx, pattern) },
-		func(msg *redis.Message) {
-			if name, ok := lockOfChannel(c.opts.KeyPrefix, msg.Channel); ok {
-				handle(name)
-			}
-		})
-}
-
-// watch opens a subscription per node with open, waits up to NodeTimeout
-// for each to be confirmed, and keeps each alive (keepSubscription), with
-// resubscribe to subscribe again, passing its messages to handle until stop.
-func (c *Client) watch(ctx context.Context, resubscribe func(context.Context, *redis.PubSub) error, open func(*node) *redis.PubSub, handle func(*redis.Message)) (stop func()) {
+	onMessage := func(msg *redis.Message) {
+		if name, ok := lockOfChannel(c.opts.KeyPrefix, msg.Channel); ok {
+			handle(name)
+		}
+	}
 	// stop ends the keepers too while they back off between resubscriptions.
 	ctx, cancel := context.WithCancel(ctx)
 	subs := make([]*redis.PubSub, len(c.nodes))
 	var wg sync.WaitGroup
 	for i, n := range c.nodes {
-		sub := open(n)
+		sub := n.client.PSubscribe(ctx, pattern)
 		subs[i] = sub
 		confirm, cancelConfirm := context.WithTimeout(ctx, c.opts.NodeTimeout)
 		_, err := sub.Receive(confirm)
@@ -77,7 +76,7 @@ func (c *Client) watch(ctx context.Context, resubscribe func(context.Context, *r
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			keepSubscription(ctx, c.opts.Clock, c.opts.Logger, sub, func(ctx context.Context) error { return resubscribe(ctx, sub) }, handle)
+			keepSubscription(ctx, c.opts.Clock, c.opts.Logger, sub, func(ctx context.Context) error { return sub.PSubscribe(ctx, pattern) }, onMessage, nil)
 		}()
 	}
 	return func() {

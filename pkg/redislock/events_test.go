@@ -2,6 +2,8 @@ package redislock_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,4 +74,90 @@ func TestWatchEventsHearsLocksUnderItsKeyPrefix(t *testing.T) {
 		t.Fatalf("heard %q more than the grant and the release", got)
 	default:
 	}
+}
+
+// pubsubClients is how many pub/sub connections s has.
+func pubsubClients(t *testing.T, s *redisproc.Server) int {
+	t.Helper()
+	c := s.Client()
+	defer func() { _ = c.Close() }()
+	list, err := c.ClientList(context.Background()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, line := range strings.Split(strings.TrimSpace(list), "\n") {
+		if strings.Contains(line, " flags=P ") {
+			n++
+		}
+	}
+	return n
+}
+
+// The release watches of one Client share one subscription per node: 200
+// waiters on 200 names hold one pub/sub connection on each of three nodes,
+// each name subscribed once; a release wakes exactly the watches of its
+// name, two watches of one name share its subscription, and the last stop
+// closes the connection.
+func TestReleaseWatchesShareOneSubscriptionPerNode(t *testing.T) {
+	servers := []*redisproc.Server{redistest.Start(t, redisproc.Options{}), redistest.Start(t, redisproc.Options{}), redistest.Start(t, redisproc.Options{})}
+	c := newClient(t, "waiter", servers...)
+	ctx := context.Background()
+	const n = 200
+	wakes := make([]<-chan struct{}, n)
+	stops := make([]func(), n)
+	for i := range n {
+		wakes[i], stops[i] = c.WatchReleases(ctx, fmt.Sprintf("job-%d", i))
+	}
+	again, stopAgain := c.WatchReleases(ctx, "job-7")
+	for i, s := range servers {
+		if got := pubsubClients(t, s); got != 1 {
+			t.Errorf("node %d: %d pub/sub connections for %d watches; want 1", i, got, n+1)
+		}
+		admin := s.Client()
+		chans, err := admin.PubSubChannels(ctx, "redislock:{job-*}:events").Result()
+		if err != nil || len(chans) != n {
+			t.Errorf("node %d: %d channels subscribed (%v); want %d", i, len(chans), err, n)
+		}
+		subs, err := admin.PubSubNumSub(ctx, redislock.EventsChannel("job-7")).Result()
+		if err != nil || subs[redislock.EventsChannel("job-7")] != 1 {
+			t.Errorf("node %d: job-7 has %v subscribers (%v); want 1 for its two watches", i, subs, err)
+		}
+		_ = admin.Close()
+	}
+	l, err := newClient(t, "holder", servers...).Obtain(ctx, "job-7", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []<-chan struct{}{wakes[7], again} {
+		select {
+		case <-w:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the release of job-7 woke not every watch of job-7")
+		}
+	}
+	for i, w := range wakes {
+		select {
+		case <-w:
+			if i != 7 {
+				t.Errorf("the release of job-7 woke the watch of job-%d", i)
+			}
+		default:
+		}
+	}
+	stopAgain()
+	for _, stop := range stops {
+		stop()
+	}
+	waitFor(t, 10*time.Second, "the pub/sub connections to close once no watch is left", func() bool {
+		for _, s := range servers {
+			if pubsubClients(t, s) != 0 {
+				return false
+			}
+		}
+		return true
+	})
 }

@@ -16,7 +16,8 @@ import (
 const checkEvery = 30 * time.Second
 
 // keepSubscription reads sub until ctx ends or sub is closed, passes each
-// message to handle, and keeps the subscription alive: go-redis reconnects
+// message to handle and each (un)subscription confirmation to confirmed
+// (when not nil), and keeps the subscription alive: go-redis reconnects
 // and resubscribes after a lost connection, but a SUBSCRIBE the server
 // refused on the new connection (-NOAUTH while a password was being
 // changed) leaves a healthy connection that is subscribed to nothing, for
@@ -26,7 +27,7 @@ const checkEvery = 30 * time.Second
 // checkEvery of silence and nothing else while all is well. Until
 // the subscription is back, waiters notice releases only at expiry; it
 // logs both changes.
-func keepSubscription(ctx context.Context, clk clock.Clock, log logr.Logger, sub *redis.PubSub, subscribe func(context.Context) error, handle func(*redis.Message)) {
+func keepSubscription(ctx context.Context, clk clock.Clock, log logr.Logger, sub *redis.PubSub, subscribe func(context.Context) error, handle func(*redis.Message), confirmed func(*redis.Subscription)) {
 	sleep := func(d time.Duration) bool {
 		t := clk.NewTimer(d)
 		defer t.Stop()
@@ -37,7 +38,10 @@ func keepSubscription(ctx context.Context, clk clock.Clock, log logr.Logger, sub
 			return true
 		}
 	}
-	subscribed, backoff := true, 100*time.Millisecond
+	// lost says the loss was logged, so that its end is logged too (and
+	// not a channel count that went to zero and back between one watch's
+	// unsubscription and another's subscription).
+	subscribed, lost, backoff := true, false, 100*time.Millisecond
 	for ctx.Err() == nil {
 		msg, err := sub.ReceiveTimeout(ctx, checkEvery)
 		switch m := msg.(type) {
@@ -45,10 +49,14 @@ func keepSubscription(ctx context.Context, clk clock.Clock, log logr.Logger, sub
 			handle(m)
 			continue
 		case *redis.Subscription:
-			if m.Count > 0 && !subscribed {
+			if m.Count > 0 && lost {
 				log.Info("subscribed again; releases wake waiters at once again", "channel", m.Channel)
+				lost = false
 			}
 			subscribed, backoff = m.Count > 0, 100*time.Millisecond
+			if confirmed != nil {
+				confirmed(m)
+			}
 			continue
 		case *redis.Pong:
 			if subscribed {
@@ -77,9 +85,9 @@ func keepSubscription(ctx context.Context, clk clock.Clock, log logr.Logger, sub
 			}
 		}
 		// The server refused the subscription, or has none for us.
-		if subscribed {
+		if !lost {
 			log.Info("subscription lost; releases are noticed at expiry until it is back", "error", errString(err))
-			subscribed = false
+			subscribed, lost = false, true
 		}
 		if !sleep(backoff) {
 			return
