@@ -197,11 +197,13 @@ func (r *RedisLockReconciler) observe(ctx context.Context, s *lockScope, lc *red
 	rl := s.rl
 	evictionErr := r.checkEviction(ctx, s)
 	h, err := lc.Inspect(ctx, name)
-	prev := rl.Status.HolderIdentity
+	prev, transitions := rl.Status.HolderIdentity, rl.Status.LeaderTransitions
 	if applyHolder(rl, cfg, h, err, r.Clock.Now()) {
 		s.log.Info("holder changed", "from", prev, "to", rl.Status.HolderIdentity, "fence", h.Fence)
 		r.Recorder.Eventf(rl, nil, corev1.EventTypeNormal, EventLeaderChanged, "Observe", "holder changed from %q to %q", prev, rl.Status.HolderIdentity)
-		if prev != "" && rl.Status.HolderIdentity != "" {
+		// As status.leaderTransitions counts: a handover the controller
+		// saw with the lock free between two holders counts too.
+		if rl.Status.LeaderTransitions > transitions {
 			transitionsTotal.WithLabelValues(rl.Namespace, rl.Name).Inc()
 		}
 	}

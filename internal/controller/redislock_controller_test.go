@@ -285,6 +285,42 @@ func metricSeries(t *testing.T, name string) []series {
 	return out
 }
 
+// A handover the controller sees with the lock free between the two
+// holders (a graceful release, then the next grant) is a transition, in
+// the metric as in status.leaderTransitions; the first holder is none.
+func TestTransitionsCountAHandoverThroughAFreeLock(t *testing.T) {
+	s := redistest.Start(t, redisproc.Options{})
+	ns := namespace(t)
+	rl := redisLock(ns, "handover", v1alpha1.ModeStandalone, s.Addr)
+	create(t, rl)
+	ctx := context.Background()
+	name := lockIn(ns) + "/handover"
+	transitions := func() float64 {
+		for _, m := range metricSeries(t, "redislock_observed_transitions_total") {
+			if m.labels["namespace"] == ns && m.labels["name"] == "handover" {
+				return m.value
+			}
+		}
+		return 0
+	}
+	a, err := holder(t, "pod-a", s).Obtain(ctx, name, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitLock(t, rl, 10*time.Second, "held by pod-a", func(got *v1alpha1.RedisLock) bool { return got.Status.HolderIdentity == "pod-a" })
+	if err := a.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitLock(t, rl, 10*time.Second, "free", func(got *v1alpha1.RedisLock) bool { return got.Status.HolderIdentity == "" })
+	if _, err := holder(t, "pod-b", s).Obtain(ctx, name, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	got := waitLock(t, rl, 10*time.Second, "held by pod-b", func(got *v1alpha1.RedisLock) bool { return got.Status.HolderIdentity == "pod-b" })
+	if got.Status.LeaderTransitions != 1 || transitions() != 1 {
+		t.Fatalf("after pod-a, free, pod-b: status.leaderTransitions %d, metric %v; want 1 and 1", got.Status.LeaderTransitions, transitions())
+	}
+}
+
 func TestForceReleaseAnnotation(t *testing.T) {
 	ns, rl, l, _ := forceReleaseHeldLock(t, "stuck", func(*v1alpha1.RedisLock) {})
 	// One reconcile releases, removes the annotation and clears the
