@@ -76,10 +76,10 @@ func TestWorkingLockReadsNeitherConnectionNorSecretFromTheAPIServer(t *testing.T
 	waitLock(t, rl, 10*time.Second, "Ready", isCond(v1alpha1.ConditionReady, metav1.ConditionTrue, controller.ReasonReady))
 	n, r0 := requests.count(), len(requests.reconciles(client.ObjectKeyFromObject(rl)))
 	waitReconciles(t, rl, r0, 2, 4*resync) // two resyncs
-	if got := requests.since(n, client.ObjectKeyFromObject(conn)); !slices.Contains(got, "get") || slices.Contains(got, "api get") {
+	if got := requests.since(n, client.ObjectKeyFromObject(conn)); !slices.Contains(got, reqGet) || slices.Contains(got, reqAPIGet) {
 		t.Errorf("reads of the connection over two resyncs: %q; want cache reads (get) only", got)
 	}
-	if got := requests.since(n, client.ObjectKeyFromObject(secret)); slices.Contains(got, "api get") {
+	if got := requests.since(n, client.ObjectKeyFromObject(secret)); slices.Contains(got, reqAPIGet) {
 		t.Errorf("reads of the Secret over two resyncs: %q; want none from the API server (it is read again after %v)", got, controller.SecretRefresh)
 	}
 }

@@ -3,12 +3,11 @@ package controller
 import (
 	"context"
 	"maps"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/clock"
+	utilcache "k8s.io/apimachinery/pkg/util/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -22,54 +21,46 @@ import (
 // minute per lock, for locks that do not share their Secrets.
 const SecretRefresh = 10 * time.Minute
 
+// secretCacheSize bounds how many Secrets the controller keeps: more than
+// one per lock at the 10,000 locks the controller is built for. Past it,
+// the least recently used go first and are read again when next needed.
+const secretCacheSize = 16384
+
 // secretCache holds the data of the Secrets RedisLocks name, read through
 // the API server without a watch: the controller may get the Secrets it
-// is told about, but not list or watch Secrets cluster-wide.
+// is told about, but not list or watch Secrets cluster-wide. The Secrets
+// of deleted locks age out.
 type secretCache struct {
 	api   client.Reader
-	clock clock.PassiveClock
-
-	mu sync.Mutex
-	m  map[types.NamespacedName]cachedSecret
+	cache *utilcache.LRUExpireCache // types.NamespacedName -> map[string][]byte
 }
 
-type cachedSecret struct {
-	data map[string][]byte
-	at   time.Time
+func newSecretCache(api client.Reader, clk utilcache.Clock) *secretCache {
+	return &secretCache{api: api, cache: utilcache.NewLRUExpireCacheWithClock(secretCacheSize, clk)}
 }
 
-func newSecretCache(api client.Reader, clk clock.PassiveClock) *secretCache {
-	return &secretCache{api: api, clock: clk, m: map[types.NamespacedName]cachedSecret{}}
-}
-
-// get fills s with Secret key's data, from the cache while it is younger
-// than SecretRefresh, else from the API server. A Secret the API server
+// get fills s with Secret key's data, from the cache for SecretRefresh
+// after it was read, else from the API server. A Secret the API server
 // does not return is not cached.
 func (c *secretCache) get(ctx context.Context, key types.NamespacedName, s *corev1.Secret) error {
-	c.mu.Lock()
-	e, ok := c.m[key]
-	c.mu.Unlock()
-	if ok && c.clock.Since(e.at) < SecretRefresh {
-		*s = corev1.Secret{Data: maps.Clone(e.data)}
+	if data, ok := c.cache.Get(key); ok {
+		*s = corev1.Secret{Data: maps.Clone(data.(map[string][]byte))}
 		s.Namespace, s.Name = key.Namespace, key.Name
 		return nil
 	}
-	at := c.clock.Now()
 	if err := c.api.Get(ctx, key, s); err != nil {
 		return err
 	}
-	c.mu.Lock()
-	c.m[key] = cachedSecret{data: maps.Clone(s.Data), at: at}
-	c.mu.Unlock()
+	// LRUExpireCache serves an entry through its expiry instant; the
+	// Secret is due again at SecretRefresh.
+	c.cache.Add(key, maps.Clone(s.Data), SecretRefresh-time.Nanosecond)
 	return nil
 }
 
 // forget drops the cached copies of keys.
 func (c *secretCache) forget(keys []types.NamespacedName) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	for _, k := range keys {
-		delete(c.m, k)
+		c.cache.Remove(k)
 	}
 }
 

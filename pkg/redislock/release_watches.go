@@ -40,7 +40,7 @@ func newReleaseWatches(c *Client, n *node) *releaseWatches {
 
 // add makes w watch channel. The returned channel is closed once the node
 // has confirmed the subscription (at once when another watch has it
-// already); remove ends the watch.
+// already). remove ends the watch.
 func (r *releaseWatches) add(ctx context.Context, channel string, w *releaseWatch) (confirmed <-chan struct{}) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
