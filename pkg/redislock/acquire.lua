@@ -12,11 +12,14 @@
 -- ARGV[3]  "1" when the nodes never lose an acknowledged write (AssumeDurable)
 -- ARGV[4]  the fencing counter's lifetime in milliseconds (see keys.go)
 -- ARGV[5]  the holder's metadata, "" for none
+-- ARGV[6]  "1" to announce the grant here; "0" when the grant counts only
+--          once replicas acknowledge it (WaitReplicas), and the caller
+--          announces it then (see announce in lock.go)
 -- Reply    taken: the new fencing token (see below).
 --          held:  {counter, PTTL of the lock key in ms, the holder's value}.
 --          held back: {reason, ms until the node may grant the lock}, where
 --          reason 0 is the restart guard and 1 a vanished key.
--- On success it publishes "acquired" on KEYS[1] .. ":events".
+-- On success, with ARGV[6] "1", it publishes "acquired" on KEYS[1] .. ":events".
 --
 -- The key is set first, as the cheapest test of whether the lock is free; a
 -- lock that turns out held back is deleted again before the script ends, so
@@ -140,5 +143,7 @@ elseif not fresh then
   -- counter far longer.
   redis.call('DEL', KEYS[4])
 end
-redis.call('PUBLISH', KEYS[1] .. ':events', 'acquired')
+if ARGV[6] == '1' then
+  redis.call('PUBLISH', KEYS[1] .. ':events', 'acquired')
+end
 return fence

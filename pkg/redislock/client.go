@@ -93,6 +93,10 @@ type Client struct {
 	opts    Options
 	replies sync.Pool // of *replyBuf
 	durable string    // acquire.lua's ARGV[3]: "1" with AssumeDurable
+	// announce is acquire.lua's ARGV[6]: "1" for the script to publish a
+	// grant, "0" with WaitReplicas, where acquire publishes it once the
+	// replicas acknowledged it (see announceGrant).
+	announce string
 	// epoch gives the restart guard's epoch marker for a lock name.
 	epoch func(name string) string
 	// fenceLife is the lifetime of an idle fencing counter for a lock of
@@ -154,9 +158,12 @@ func New(nodes []redis.UniversalClient, opts *Options) (*Client, error) {
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
 	}
-	c := &Client{quorum: len(nodes)/2 + 1, opts: o, durable: "0", fenceLife: fenceLifetime}
+	c := &Client{quorum: len(nodes)/2 + 1, opts: o, durable: "0", announce: "1", fenceLife: fenceLifetime}
 	if o.AssumeDurable {
 		c.durable = "1"
+	}
+	if o.WaitReplicas != 0 {
+		c.announce = "0"
 	}
 	c.replies.New = func() any { return &replyBuf{r: make([]reply, len(nodes))} }
 	for i, rc := range nodes {

@@ -9,10 +9,38 @@ import (
 )
 
 // eventReleased is what a release or force-release publishes on the
-// lock's events channel, KeyPrefix + "{<name>}:events" (see keys.go); a
-// grant publishes "acquired". A Client's watches are the only readers of
-// these channels in this module: nothing else spells their names.
-const eventReleased = "released"
+// lock's events channel, KeyPrefix + "{<name>}:events" (see keys.go), and
+// eventAcquired what a grant publishes once it counts (with WaitReplicas,
+// once the replicas acknowledged it). A Client's watches are the only
+// readers of these channels in this module: nothing else spells their
+// names.
+const (
+	eventReleased = "released"
+	eventAcquired = "acquired"
+)
+
+// announceGrant publishes l's grant on the nodes in took, in the
+// background, when acquire.lua did not (WaitReplicas): a grant counts only
+// once the replicas acknowledged it, and one they refused, which is given
+// back, must wake no watcher, or a controller would show for an instant a
+// holder that never held. It logs what it could not reach; the watchers
+// there notice the grant at their next look.
+func (c *Client) announceGrant(ctx context.Context, l *Lock, took []int) {
+	if c.announce == "1" {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	channel := l.keys.channel()
+	for _, i := range took {
+		go func() {
+			call, cancel := context.WithTimeout(ctx, c.opts.NodeTimeout)
+			defer cancel()
+			if err := c.nodes[i].client.Publish(call, channel, eventAcquired).Err(); err != nil {
+				c.opts.Logger.V(1).Info("could not announce a grant; watchers notice it at their next look", "lock", l.keys.name, "node", c.nodes[i].name, "error", err.Error())
+			}
+		}()
+	}
+}
 
 // WatchReleases subscribes to the release messages of the lock called name
 // on every node. The channel receives when the lock is released; it holds
@@ -48,7 +76,8 @@ func (c *Client) WatchReleases(ctx context.Context, name string) (wake <-chan st
 // WatchEvents subscribes, on every node, to the events of every lock under
 // this Client's KeyPrefix, and calls handle with the lock's name at each
 // grant and each release (force-releases included), one call at a time per
-// node. It waits up to NodeTimeout per node for each subscription to be
+// node. A grant that replicas refused (WaitReplicas) and was given back
+// calls nothing. It waits up to NodeTimeout per node for each subscription to be
 // confirmed, and keeps each alive as WatchReleases does.
 // A lock held across several nodes announces on each, so handle may be
 // called once per node for one change. Call stop to unsubscribe; handle is

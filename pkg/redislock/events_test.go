@@ -2,10 +2,13 @@ package redislock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/redislock/redislock/internal/testing/redisproc"
 	"github.com/redislock/redislock/internal/testing/redistest"
@@ -175,4 +178,70 @@ func TestReleaseWatchesShareOneSubscriptionPerNode(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// With WaitReplicas a grant is announced once its replica acknowledged it,
+// and one the replica refused (it is paused), which is given back,
+// announces nothing: the next message after it on the lock's channel is
+// one the test publishes.
+func TestARefusedGrantWakesNoWatcher(t *testing.T) {
+	m := redistest.Start(t, redisproc.Options{})
+	host, port, _ := strings.Cut(m.Addr, ":")
+	replica := redistest.Start(t, redisproc.Options{Args: []string{"--replicaof", host, port}})
+	master := redistest.Clients(t, m)[0]
+	ctx := context.Background()
+	waitFor(t, 30*time.Second, "the replica online", func() bool {
+		info, err := master.Info(ctx, "replication").Result()
+		return err == nil && strings.Contains(info, ",state=online,")
+	})
+	c, err := redislock.New([]redis.UniversalClient{master}, &redislock.Options{
+		AssumeDurable: true, Identity: "refused", WaitReplicas: 1, NodeTimeout: 500 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub := master.Subscribe(ctx, redislock.EventsChannel("job"))
+	defer func() { _ = sub.Close() }()
+	if _, err := sub.Receive(ctx); err != nil { // the confirmation
+		t.Fatal(err)
+	}
+	next := func() string {
+		t.Helper()
+		wait, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		msg, err := sub.ReceiveMessage(wait)
+		if err != nil {
+			t.Fatalf("no message on the lock's channel: %v", err)
+		}
+		return msg.Payload
+	}
+	l, err := c.Obtain(ctx, "job", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := next(); got != "acquired" {
+		t.Fatalf("a grant the replica acknowledged announced %q; want acquired", got)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := next(); got != "released" {
+		t.Fatalf("the release announced %q; want released", got)
+	}
+	if err := replica.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Obtain(ctx, "job", time.Minute)
+	if rerr := replica.Resume(); rerr != nil {
+		t.Fatal(rerr)
+	}
+	if !errors.Is(err, redislock.ErrReplication) {
+		t.Fatalf("a grant with the replica paused: %v; want ErrReplication", err)
+	}
+	if err := master.Publish(ctx, redislock.EventsChannel("job"), "marker").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got := next(); got != "marker" {
+		t.Fatalf("a grant the replica refused announced %q; want nothing before the marker", got)
+	}
 }

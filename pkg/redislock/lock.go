@@ -217,7 +217,7 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, me
 	l.acquireMs = [2]int64{ttl.Milliseconds(), c.fenceLife(ttl).Milliseconds()}
 	ttlMs, fenceMs := &l.acquireMs[0], &l.acquireMs[1]
 	l.keys.epoch = c.epoch(name)
-	replies, buf := c.each(ctx, c.all, acquireScript, &l.keys.lock, &l.keys.fence, &l.keys.until, &l.keys.meta, &l.keys.epoch, &l.value, ttlMs, &c.durable, fenceMs, &l.metadata)
+	replies, buf := c.each(ctx, c.all, acquireScript, &l.keys.lock, &l.keys.fence, &l.keys.until, &l.keys.meta, &l.keys.epoch, &l.value, ttlMs, &c.durable, fenceMs, &l.metadata, &c.announce)
 	defer c.done(buf)
 	var (
 		took    []int
@@ -252,6 +252,7 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, me
 		if err == nil {
 			if c.opts.Clock.Now().Before(start.Add(ttl - drift(ttl))) {
 				l.renewed = start
+				c.announceGrant(ctx, l, took)
 				return l, held{}, nil
 			}
 			err = fmt.Errorf("%w: acquiring took longer than ttl %v less drift", ErrNoQuorum, ttl)
