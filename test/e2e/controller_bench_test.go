@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/redis/go-redis/v9"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -38,100 +39,296 @@ const (
 	// benchNamespaces is how many namespaces TestControllerBenchmark
 	// spreads its RedisLocks over.
 	benchNamespaces = 10
-	// lagSamples locks, one every lagEvery, are acquired to time the lag.
-	lagSamples = 300
-	lagEvery   = 50 * time.Millisecond
-	// lagProbe is the identity that acquires them.
-	lagProbe = "lag-probe"
-	// benchLabel marks the benchmark's RedisLocks for its watch.
+	// handoversPerMinute is the rate of the handovers that time the lag
+	// and count the API requests under load.
+	handoversPerMinute = 100
+	// lagProbe takes over each sample lock from benchHolder.
+	lagProbe    = "lag-probe"
+	benchHolder = "bench-holder"
+	// benchLabel marks the benchmark's RedisLocks for its watch; its value
+	// names the run.
 	benchLabel = "redislock.io/bench"
 	// benchResync is the controller's -resync, its default.
 	benchResync = 30 * time.Second
+	// benchPassword is the Redis password every backend requires, so that
+	// each lock names a Secret.
+	benchPassword = "s3cret"
 )
 
+// controllerResources are the API resources the controller reads or
+// writes: its own kinds, the Secrets, and the Events it records.
+var controllerResources = []string{"redislocks", "redisconnections", "clusterredisconnections", "secrets", "events"}
+
 // TestControllerBenchmark runs the `redislock controller` binary (with its
-// default -resync, 30s) with CONTROLLER_BENCH_LOCKS RedisLocks in benchNamespaces
-// namespaces, all on one redis-server, and measures what it costs and how
-// far its status trails Redis:
-//   - how long from the first create until every lock is Ready;
-//   - the controller's memory before the locks and after the lag samples:
-//     VmRSS and VmHWM (peak) from /proc, and the Go heap in use from its
-//     /metrics;
-//   - the status lag: for lagSamples of the locks, one every lagEvery, the
-//     time from the start of a redislock Obtain to a watch on RedisLocks
-//     showing the new .status.holderIdentity.
+// default -resync, 30s) on each backend of CONTROLLER_BENCH_BACKENDS, with
+// each count of CONTROLLER_BENCH_LOCKS RedisLocks in benchNamespaces
+// namespaces, and measures what it costs and how far its status trails
+// Redis:
+//   - how long from the controller's start, with the locks already there,
+//     until every lock is Ready;
+//   - the controller's memory at the end: VmRSS and VmHWM (peak) from
+//     /proc, and the Go heap in use from its /metrics;
+//   - API requests a minute (kube-apiserver's own apiserver_request_total
+//     on controllerResources) over CONTROLLER_BENCH_WINDOW at idle, and
+//     over as long again with handoversPerMinute handovers;
+//   - the status lag of those handovers: the time from a holder's
+//     Release to a watch on RedisLocks showing the next holder, which
+//     started to obtain the lock as the release returned.
 //
-// It prints a markdown table; `make bench` runs it.
+// Backends: single, one redis-server; cluster, a Redis Cluster of 3
+// masters with a replica each (the locks in Cluster mode, waiting for
+// their replica). Each count runs with a controller of its own, whose
+// locks are deleted before the next. It prints a markdown table; `make
+// bench` runs it.
 //
-//	CONTROLLER_BENCH_LOCKS how many RedisLocks (required; 1000 in make bench)
-//	CONTROLLER_BENCH_JSON  a file to write the results to, for
-//	                       test/bench/cmd/benchreport (optional)
+//	CONTROLLER_BENCH_LOCKS    comma-separated counts of RedisLocks
+//	                          (required; 1000,5000,10000 in make bench)
+//	CONTROLLER_BENCH_BACKENDS single, cluster or both (default both)
+//	CONTROLLER_BENCH_WINDOW   the idle window, and the handovers' (60s)
+//	CONTROLLER_BENCH_JSON     a file to write the results to, for
+//	                          test/bench/cmd/benchreport (optional)
 func TestControllerBenchmark(t *testing.T) {
 	locksEnv := os.Getenv("CONTROLLER_BENCH_LOCKS")
 	if locksEnv == "" {
-		t.Skip("CONTROLLER_BENCH_LOCKS is unset: the controller benchmark creates that many RedisLocks and takes minutes; run `make bench` or set CONTROLLER_BENCH_LOCKS=N")
+		t.Skip("CONTROLLER_BENCH_LOCKS is unset: the controller benchmark creates that many RedisLocks and takes minutes; run `make bench` or set CONTROLLER_BENCH_LOCKS=N[,N...]")
 	}
-	n, err := strconv.Atoi(locksEnv)
-	if err != nil || n < 1 {
-		t.Fatalf("CONTROLLER_BENCH_LOCKS=%q: want a positive number", locksEnv)
+	var counts []int
+	for _, f := range strings.Split(locksEnv, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			t.Fatalf("CONTROLLER_BENCH_LOCKS=%q: want positive numbers, comma-separated", locksEnv)
+		}
+		counts = append(counts, n)
 	}
-	s := redistest.Start(t, redisproc.Options{Password: "s3cret"})
-	metricsAddr := freeAddr(t)
-	ctrl := startController(t, nil, "-metrics-bind-address="+metricsAddr, "-resync="+benchResync.String())
-	waitUntil(t, 30*time.Second, "the controller's /metrics", func() bool {
-		_, err := heapInuse(metricsAddr)
-		return err == nil
-	})
-	idle := readMemory(t, ctrl, metricsAddr)
-
-	cfg := benchConfig(t)
-	c, err := testenv.Client(cfg)
-	if err != nil {
-		t.Fatal(err)
+	window, err := time.ParseDuration(envOr("CONTROLLER_BENCH_WINDOW", "60s"))
+	if err != nil || window < 10*time.Second {
+		t.Fatalf("CONTROLLER_BENCH_WINDOW=%q: want a duration of 10s or more", os.Getenv("CONTROLLER_BENCH_WINDOW"))
 	}
-	w := watchBenchLocks(t, cfg)
-	locks := benchLocks(t, c, n, s.Addr)
-
-	start := time.Now()
-	createAll(t, c, locks)
-	waitUntil(t, 10*time.Minute, fmt.Sprintf("all %d RedisLocks Ready", n), func() bool { return w.readyCount() == n })
-	allReady := time.Since(start)
-	t.Logf("%d RedisLocks created and Ready after %v", n, allReady.Round(time.Millisecond))
-
-	lags := timeLag(t, w, s, locks)
-	loaded := readMemory(t, ctrl, metricsAddr)
-
-	res := controllerJSON{
-		Locks: n, Namespaces: benchNamespaces, Resync: benchResync.String(), AllReadySeconds: allReady.Seconds(),
-		IdleRSSBytes: idle.rss, IdleHeapInuseBytes: idle.heap,
-		RSSBytes: loaded.rss, PeakRSSBytes: loaded.peak, HeapInuseBytes: loaded.heap,
-		AcquireEvery: lagEvery.String(), LagSeconds: secondsOf(lags),
+	backends := strings.Split(envOr("CONTROLLER_BENCH_BACKENDS", "single,cluster"), ",")
+	out := controllerJSON{Namespaces: benchNamespaces, Resync: benchResync.String(), Window: window.String(), HandoversPerMinute: handoversPerMinute}
+	fmt.Printf("\nThe controller (-resync %v): Ready after its start; API requests a minute over %v idle, then over %v of %d handovers a minute, whose lag is timed\n\n", benchResync, window, window, handoversPerMinute)
+	fmt.Println("| backend | RedisLocks | Ready after start | RSS | peak RSS | Go heap | API/min idle | API/min handovers | lag p50 | lag p99 | lag max |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			b := startBenchBackend(t, backend)
+			for _, n := range counts {
+				t.Run(strconv.Itoa(n), func(t *testing.T) {
+					r := benchScale(t, b, n, window)
+					out.Runs = append(out.Runs, r)
+					fmt.Printf("| %s | %d | %.1f s | %s | %s | %s | %.0f | %.0f | %v | %v | %v |\n", r.Backend, n, r.ReadySeconds,
+						mebibytes(r.RSSBytes), mebibytes(r.PeakRSSBytes), mebibytes(r.HeapInuseBytes), r.IdleAPIPerMinute, r.HandoverAPIPerMinute,
+						pctSeconds(r.LagSeconds, 0.5), pctSeconds(r.LagSeconds, 0.99), pctSeconds(r.LagSeconds, 1))
+				})
+			}
+		})
 	}
-	fmt.Printf("\nThe controller with %d RedisLocks (-resync %v); lag over %d locks, one acquired every %v\n\n", n, benchResync, len(lags), lagEvery)
-	fmt.Println("| RedisLocks | all Ready after | RSS idle | RSS | peak RSS | Go heap idle | Go heap | lag p50 | lag p99 | lag max |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|---|")
-	fmt.Printf("| %d | %v | %s | %s | %s | %s | %s | %v | %v | %v |\n", n, allReady.Round(time.Millisecond),
-		mebibytes(idle.rss), mebibytes(loaded.rss), mebibytes(loaded.peak), mebibytes(idle.heap), mebibytes(loaded.heap),
-		pct(lags, 0.5), pct(lags, 0.99), pct(lags, 1))
 	if path := os.Getenv("CONTROLLER_BENCH_JSON"); path != "" {
-		writeJSON(t, path, res)
+		writeJSON(t, path, out)
 	}
 }
 
 // controllerJSON is what CONTROLLER_BENCH_JSON receives, times in seconds;
 // the field names are the contract with test/bench/cmd/benchreport.
 type controllerJSON struct {
-	Locks              int       `json:"locks"`
-	Namespaces         int       `json:"namespaces"`
-	Resync             string    `json:"resync"`
-	AllReadySeconds    float64   `json:"allReadySeconds"`
-	IdleRSSBytes       int64     `json:"idleRssBytes"`
-	IdleHeapInuseBytes int64     `json:"idleHeapInuseBytes"`
-	RSSBytes           int64     `json:"rssBytes"`
-	PeakRSSBytes       int64     `json:"peakRssBytes"`
-	HeapInuseBytes     int64     `json:"heapInuseBytes"`
-	AcquireEvery       string    `json:"acquireEvery"`
-	LagSeconds         []float64 `json:"lagSeconds"`
+	Namespaces         int             `json:"namespaces"`
+	Resync             string          `json:"resync"`
+	Window             string          `json:"window"`
+	HandoversPerMinute int             `json:"handoversPerMinute"`
+	Runs               []controllerRun `json:"runs"`
+}
+
+// controllerRun is one backend and count of TestControllerBenchmark.
+type controllerRun struct {
+	Backend              string    `json:"backend"`
+	Locks                int       `json:"locks"`
+	ReadySeconds         float64   `json:"readySeconds"`
+	RSSBytes             int64     `json:"rssBytes"`
+	PeakRSSBytes         int64     `json:"peakRssBytes"`
+	HeapInuseBytes       int64     `json:"heapInuseBytes"`
+	IdleAPIPerMinute     float64   `json:"idleApiPerMinute"`
+	HandoverAPIPerMinute float64   `json:"handoverApiPerMinute"`
+	LagSeconds           []float64 `json:"lagSeconds"`
+}
+
+// benchBackend is the Redis of a run: how RedisLocks reach it, and a lock
+// client of the benchmark's own for identity.
+type benchBackend struct {
+	name  string
+	spec  v1alpha1.RedisConnectionSpec
+	nodes func() redis.UniversalClient
+	wait  int // the lock client's WaitReplicas, as the controller's candidates would
+}
+
+// startBenchBackend starts the backend called name, with benchPassword.
+func startBenchBackend(t *testing.T, name string) benchBackend {
+	t.Helper()
+	auth := &v1alpha1.SecretKeyRef{Name: "redis-auth", Key: "password"}
+	switch name {
+	case "single":
+		s := redistest.Start(t, redisproc.Options{Password: benchPassword})
+		return benchBackend{name: name, spec: v1alpha1.RedisConnectionSpec{Addrs: []string{s.Addr}, PasswordSecretRef: auth},
+			nodes: func() redis.UniversalClient {
+				return redis.NewClient(&redis.Options{Addr: s.Addr, Password: benchPassword})
+			}}
+	case "cluster":
+		c := redistest.StartReplicatedCluster(t, 3, 1)
+		ctx := context.Background()
+		for _, s := range c.Servers {
+			rc := s.Client()
+			// The replicas authenticate to their masters once these ask.
+			for _, kv := range [][2]string{{"masterauth", benchPassword}, {"requirepass", benchPassword}} {
+				if err := rc.ConfigSet(ctx, kv[0], kv[1]).Err(); err != nil {
+					t.Fatalf("CONFIG SET %s on %s: %v", kv[0], s.Addr, err)
+				}
+			}
+			_ = rc.Close()
+		}
+		return benchBackend{name: name, wait: redislock.WaitAllReplicas,
+			spec: v1alpha1.RedisConnectionSpec{Mode: v1alpha1.ModeCluster, Addrs: c.Addrs, PasswordSecretRef: auth},
+			nodes: func() redis.UniversalClient {
+				return redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs, Password: benchPassword})
+			}}
+	}
+	t.Fatalf("CONTROLLER_BENCH_BACKENDS names %q; want single or cluster", name)
+	return benchBackend{}
+}
+
+// benchScale measures one controller with n RedisLocks on b.
+func benchScale(t *testing.T, b benchBackend, n int, window time.Duration) controllerRun {
+	cfg := benchConfig(t)
+	c, err := testenv.Client(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := fmt.Sprintf("%s-%d", b.name, n)
+	w := watchBenchLocks(t, cfg, run)
+	locks := benchLocks(t, c, n, b.spec, run)
+	createAll(t, c, locks)
+
+	metricsAddr := freeAddr(t)
+	start := time.Now()
+	ctrl := startController(t, nil, "-metrics-bind-address="+metricsAddr, "-resync="+benchResync.String())
+	// Registered after the controller's own cleanup, so it runs first:
+	// the controller removes the finalizers of the deleted locks.
+	t.Cleanup(func() { deleteBenchLocks(t, c, w, locks) })
+	waitUntil(t, 10*time.Minute, fmt.Sprintf("all %d RedisLocks Ready", n), func() bool { return w.readyCount() == n })
+	ready := time.Since(start)
+	t.Logf("%d RedisLocks Ready %v after the controller's start", n, ready.Round(time.Millisecond))
+
+	cluster := clusterIDOf(t, testEnv.Config)
+	samples := pickSamples(locks, int(float64(handoversPerMinute)*window.Minutes()))
+	holder := benchLockClient(t, b, benchHolder)
+	held := make([]*redislock.Lock, len(samples))
+	for i, rl := range samples {
+		w.await(client.ObjectKeyFromObject(rl), benchHolder)
+		// Held well past the end of the run, so that no expiry changes
+		// the holder meanwhile.
+		if held[i], err = holder.Obtain(context.Background(), redisconn.LockName(rl, cluster), 10*time.Minute); err != nil {
+			t.Fatalf("obtain %s: %v", rl.Name, err)
+		}
+	}
+	waitUntil(t, 2*time.Minute, fmt.Sprintf("%s as the holder of %d RedisLocks", benchHolder, len(samples)), func() bool {
+		return w.shownCount(benchHolder) == len(samples)
+	})
+
+	before := readAPIRequests(t, controllerResources)
+	pause(window)
+	idle := readAPIRequests(t, controllerResources).sub(before)
+	t.Logf("idle for %v: %v", window, idle)
+
+	before = readAPIRequests(t, controllerResources)
+	handoverStart := time.Now()
+	lags := timeHandovers(t, w, benchLockClient(t, b, lagProbe), held, samples, cluster, time.Minute/handoversPerMinute)
+	handoverTook := time.Since(handoverStart)
+	loaded := readAPIRequests(t, controllerResources).sub(before)
+	t.Logf("%d handovers in %v: %v", len(lags), handoverTook.Round(time.Millisecond), loaded)
+
+	mem := readMemory(t, ctrl, metricsAddr)
+	return controllerRun{Backend: b.name, Locks: n, ReadySeconds: ready.Seconds(),
+		RSSBytes: mem.rss, PeakRSSBytes: mem.peak, HeapInuseBytes: mem.heap,
+		IdleAPIPerMinute:     (idle.reads() + idle.writes()) / window.Minutes(),
+		HandoverAPIPerMinute: (loaded.reads() + loaded.writes()) / handoverTook.Minutes(),
+		LagSeconds:           secondsOf(lags)}
+}
+
+// benchLockClient is a lock client on b with identity id, as a candidate
+// of the benchmark's RedisLocks would have.
+func benchLockClient(t *testing.T, b benchBackend, id string) *redislock.Client {
+	t.Helper()
+	rc := b.nodes()
+	t.Cleanup(func() { _ = rc.Close() })
+	lc, err := redislock.New([]redis.UniversalClient{rc}, &redislock.Options{AssumeDurable: true, Identity: id, WaitReplicas: b.wait})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lc
+}
+
+// pickSamples returns k of locks, evenly spread.
+func pickSamples(locks []*v1alpha1.RedisLock, k int) []*v1alpha1.RedisLock {
+	k = min(k, len(locks))
+	out := make([]*v1alpha1.RedisLock, k)
+	for i := range out {
+		out[i] = locks[i*len(locks)/k]
+	}
+	return out
+}
+
+// timeHandovers hands each of held (the locks of samples) over to probe,
+// one every every: held's Release, then probe's Obtain. It returns for
+// each, in that order, the time from the start of the release until w saw
+// lagProbe as the holder.
+func timeHandovers(t *testing.T, w *lockWatch, probe *redislock.Client, held []*redislock.Lock, samples []*v1alpha1.RedisLock, cluster string, every time.Duration) []time.Duration {
+	t.Helper()
+	started := make([]time.Time, len(held))
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for i, l := range held {
+		nn := client.ObjectKeyFromObject(samples[i])
+		w.await(nn, lagProbe)
+		started[i] = time.Now()
+		if err := l.Release(context.Background()); err != nil {
+			t.Fatalf("release %s: %v", nn, err)
+		}
+		if _, err := probe.Obtain(context.Background(), redisconn.LockName(samples[i], cluster), 10*time.Minute); err != nil {
+			t.Fatalf("obtain %s: %v", nn, err)
+		}
+		<-tick.C
+	}
+	waitUntil(t, time.Minute, fmt.Sprintf("%s as the holder of %d RedisLocks in a watch", lagProbe, len(held)), func() bool {
+		return w.shownCount(lagProbe) == len(held)
+	})
+	lags := make([]time.Duration, len(held))
+	for i, rl := range samples {
+		lags[i] = w.shownAt(client.ObjectKeyFromObject(rl), lagProbe).Sub(started[i])
+	}
+	return lags
+}
+
+// deleteBenchLocks deletes locks and waits until w has seen them all go,
+// so that they load no later controller.
+func deleteBenchLocks(t *testing.T, c client.Client, w *lockWatch, locks []*v1alpha1.RedisLock) {
+	t.Helper()
+	namespaces := map[string]bool{}
+	for _, rl := range locks {
+		namespaces[rl.Namespace] = true
+	}
+	for ns := range namespaces {
+		if err := c.DeleteAllOf(context.Background(), &v1alpha1.RedisLock{}, client.InNamespace(ns)); err != nil {
+			t.Errorf("delete the RedisLocks in %s: %v", ns, err)
+		}
+	}
+	waitUntil(t, 10*time.Minute, fmt.Sprintf("all %d RedisLocks gone", len(locks)), func() bool { return w.count() == 0 })
+}
+
+// pctSeconds is pct of seconds.
+func pctSeconds(seconds []float64, p float64) time.Duration {
+	ds := make([]time.Duration, len(seconds))
+	for i, s := range seconds {
+		ds[i] = time.Duration(s * float64(time.Second))
+	}
+	return pct(ds, p)
 }
 
 // benchConfig is the admin's rest.Config without client-side throttling,
@@ -147,10 +344,9 @@ func benchConfig(t *testing.T) *rest.Config {
 }
 
 // benchLocks makes benchNamespaces namespaces, each with the Secret of
-// the redis-server at addr, and returns n RedisLocks spread over them,
-// not yet created. They are deleted when t ends, so that they do not load
-// the controllers of the tests that follow.
-func benchLocks(t *testing.T, c client.Client, n int, addr string) []*v1alpha1.RedisLock {
+// benchPassword, and returns n RedisLocks on spec spread over them,
+// labelled benchLabel=run, not yet created.
+func benchLocks(t *testing.T, c client.Client, n int, spec v1alpha1.RedisConnectionSpec, run string) []*v1alpha1.RedisLock {
 	t.Helper()
 	ctx := context.Background()
 	namespaces := make([]string, benchNamespaces)
@@ -158,30 +354,20 @@ func benchLocks(t *testing.T, c client.Client, n int, addr string) []*v1alpha1.R
 		namespaces[i] = newNamespace(t)
 		secret := &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Namespace: namespaces[i], Name: "redis-auth"},
-			StringData: map[string]string{"password": "s3cret"},
+			StringData: map[string]string{"password": benchPassword},
 		}
 		if err := c.Create(ctx, secret); err != nil {
 			t.Fatal(err)
 		}
 	}
-	t.Cleanup(func() {
-		for _, ns := range namespaces {
-			if err := c.DeleteAllOf(ctx, &v1alpha1.RedisLock{}, client.InNamespace(ns)); err != nil {
-				t.Errorf("delete the RedisLocks in %s: %v", ns, err)
-			}
-		}
-	})
 	locks := make([]*v1alpha1.RedisLock, n)
 	for i := range locks {
 		locks[i] = &v1alpha1.RedisLock{
 			ObjectMeta: metav1.ObjectMeta{
 				Namespace: namespaces[i%benchNamespaces], Name: fmt.Sprintf("lock-%05d", i),
-				Labels: map[string]string{benchLabel: "controller"},
+				Labels: map[string]string{benchLabel: run},
 			},
-			Spec: v1alpha1.RedisLockSpec{Redis: &v1alpha1.RedisConnectionSpec{
-				Addrs:             []string{addr},
-				PasswordSecretRef: &v1alpha1.SecretKeyRef{Name: "redis-auth", Key: "password"},
-			}},
+			Spec: v1alpha1.RedisLockSpec{Redis: spec.DeepCopy()},
 		}
 	}
 	return locks
@@ -214,23 +400,23 @@ func createAll(t *testing.T, c client.Client, locks []*v1alpha1.RedisLock) {
 	}
 }
 
-// lockWatch follows the benchmark's RedisLocks through a watch: which are
-// Ready, and when an awaited holder first showed on each.
+// lockWatch follows the benchmark's RedisLocks through a watch: which
+// exist and are Ready, and when an awaited holder first showed on each.
 type lockWatch struct {
 	mu      sync.Mutex
 	ready   map[types.NamespacedName]bool
-	awaited map[types.NamespacedName]bool      // lagProbe is to hold it
-	shown   map[types.NamespacedName]time.Time // when lagProbe showed
+	awaited map[types.NamespacedName]string               // the holder to time
+	shown   map[string]map[types.NamespacedName]time.Time // by holder: when it showed
 }
 
 // watchBenchLocks starts an informer on the RedisLocks labelled
-// benchLabel, stopped when t ends.
-func watchBenchLocks(t *testing.T, cfg *rest.Config) *lockWatch {
+// benchLabel=run, stopped when t ends.
+func watchBenchLocks(t *testing.T, cfg *rest.Config, run string) *lockWatch {
 	t.Helper()
 	// The cache logs through controller-runtime's global logger, which
 	// nothing else in this process sets; it has nothing to tell here.
 	logf.SetLogger(logr.Discard())
-	sel := labels.SelectorFromSet(labels.Set{benchLabel: "controller"})
+	sel := labels.SelectorFromSet(labels.Set{benchLabel: run})
 	scheme, err := testenv.Scheme()
 	if err != nil {
 		t.Fatal(err)
@@ -245,10 +431,11 @@ func watchBenchLocks(t *testing.T, cfg *rest.Config) *lockWatch {
 		cancel()
 		t.Fatal(err)
 	}
-	w := &lockWatch{ready: map[types.NamespacedName]bool{}, awaited: map[types.NamespacedName]bool{}, shown: map[types.NamespacedName]time.Time{}}
+	w := &lockWatch{ready: map[types.NamespacedName]bool{}, awaited: map[types.NamespacedName]string{}, shown: map[string]map[types.NamespacedName]time.Time{}}
 	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { w.observe(obj) },
 		UpdateFunc: func(_, obj any) { w.observe(obj) },
+		DeleteFunc: func(obj any) { w.forget(obj) },
 	}); err != nil {
 		cancel()
 		t.Fatal(err)
@@ -281,9 +468,37 @@ func (w *lockWatch) observe(obj any) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.ready[nn] = meta.IsStatusConditionTrue(rl.Status.Conditions, v1alpha1.ConditionReady)
-	if _, seen := w.shown[nn]; w.awaited[nn] && !seen && rl.Status.HolderIdentity == lagProbe {
-		w.shown[nn] = now
+	id := w.awaited[nn]
+	if id == "" || rl.Status.HolderIdentity != id {
+		return
 	}
+	if w.shown[id] == nil {
+		w.shown[id] = map[types.NamespacedName]time.Time{}
+	}
+	if _, seen := w.shown[id][nn]; !seen {
+		w.shown[id][nn] = now
+	}
+}
+
+// forget drops a deleted lock.
+func (w *lockWatch) forget(obj any) {
+	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	rl, ok := obj.(*v1alpha1.RedisLock)
+	if !ok {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.ready, client.ObjectKeyFromObject(rl))
+}
+
+// count is how many of the locks exist.
+func (w *lockWatch) count() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.ready)
 }
 
 func (w *lockWatch) readyCount() int {
@@ -298,62 +513,25 @@ func (w *lockWatch) readyCount() int {
 	return n
 }
 
-func (w *lockWatch) shownCount() int {
+// shownCount is on how many locks id showed since it was awaited there.
+func (w *lockWatch) shownCount(id string) int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return len(w.shown)
+	return len(w.shown[id])
 }
 
-// await marks nn as about to be acquired by lagProbe.
-func (w *lockWatch) await(nn types.NamespacedName) {
+// await marks nn as about to be acquired by id.
+func (w *lockWatch) await(nn types.NamespacedName, id string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.awaited[nn] = true
+	w.awaited[nn] = id
 }
 
-// shownAt returns when lagProbe showed on nn.
-func (w *lockWatch) shownAt(nn types.NamespacedName) time.Time {
+// shownAt returns when id showed on nn.
+func (w *lockWatch) shownAt(nn types.NamespacedName, id string) time.Time {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.shown[nn]
-}
-
-// timeLag acquires lagSamples of locks, evenly spread, one every
-// lagEvery, with a lock client of its own on s, and returns for each, in
-// that order, the time from the start of Obtain until w saw lagProbe as
-// its holder.
-func timeLag(t *testing.T, w *lockWatch, s *redisproc.Server, locks []*v1alpha1.RedisLock) []time.Duration {
-	t.Helper()
-	lc, err := redislock.New(redistest.Clients(t, s), &redislock.Options{AssumeDurable: true, Identity: lagProbe})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cluster := clusterIDOf(t, testEnv.Config)
-	samples := min(lagSamples, len(locks))
-	keys := make([]types.NamespacedName, samples)
-	started := make([]time.Time, samples)
-	tick := time.NewTicker(lagEvery)
-	defer tick.Stop()
-	for i := range samples {
-		rl := locks[i*len(locks)/samples]
-		keys[i] = client.ObjectKeyFromObject(rl)
-		w.await(keys[i])
-		started[i] = time.Now()
-		// Held well past the end of the test, so no expiry changes the
-		// holder meanwhile.
-		if _, err := lc.Obtain(context.Background(), redisconn.LockName(rl, cluster), 10*time.Minute); err != nil {
-			t.Fatalf("obtain %s: %v", keys[i], err)
-		}
-		<-tick.C
-	}
-	waitUntil(t, time.Minute, fmt.Sprintf("%s as the holder of %d RedisLocks in a watch", lagProbe, samples), func() bool {
-		return w.shownCount() == samples
-	})
-	lags := make([]time.Duration, samples)
-	for i, nn := range keys {
-		lags[i] = w.shownAt(nn).Sub(started[i])
-	}
-	return lags
+	return w.shown[id][nn]
 }
 
 // memory is a reading of the controller's memory, in bytes.

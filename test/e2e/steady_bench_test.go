@@ -286,13 +286,13 @@ func countSteady(t *testing.T, rc redis.UniversalClient, window time.Duration) s
 	if err != nil {
 		t.Fatal(err)
 	}
-	apiBefore := readAPIRequests(t)
+	apiBefore := readAPIRequests(t, electionResources)
 	time.Sleep(window) // the counting window, not a wait for a condition
 	counts, took, err := w.End(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := steadyCost{took: took, api: readAPIRequests(t).sub(apiBefore)}
+	c := steadyCost{took: took, api: readAPIRequests(t, electionResources).sub(apiBefore)}
 	if rc != nil {
 		// Less the INFO of the first reading, which counts in the second.
 		c.redis = counts[0].Sub(redisstats.Counts{"info": 1})
@@ -317,9 +317,9 @@ var (
 // counts a request when it ends (a watch, when it closes).
 type apiRequests map[string]float64
 
-// readAPIRequests reads apiserver_request_total from kube-apiserver's
-// /metrics through the envtest rest config.
-func readAPIRequests(t *testing.T) apiRequests {
+// readAPIRequests reads apiserver_request_total on resources from
+// kube-apiserver's /metrics through the envtest rest config.
+func readAPIRequests(t *testing.T, resources []string) apiRequests {
 	t.Helper()
 	cs, err := kubernetes.NewForConfig(testEnv.Config)
 	if err != nil {
@@ -344,7 +344,7 @@ func readAPIRequests(t *testing.T) apiRequests {
 		for _, p := range m.GetLabel() {
 			l[p.GetName()] = p.GetValue()
 		}
-		if !slices.Contains(electionResources, l["resource"]) {
+		if !slices.Contains(resources, l["resource"]) {
 			continue
 		}
 		key := l["verb"] + " " + l["resource"]
