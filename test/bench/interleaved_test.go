@@ -242,38 +242,47 @@ func serverCounters(ctx context.Context, addrs []string) (counters, error) {
 		if err != nil {
 			return c, fmt.Errorf("INFO on %s: %w", a, err)
 		}
-		for _, line := range strings.Split(info, "\r\n") {
-			k, v, ok := strings.Cut(line, ":")
-			if !ok {
-				continue
-			}
-			switch {
-			case k == "used_cpu_user" || k == "used_cpu_sys":
-				f, err := strconv.ParseFloat(v, 64)
-				if err != nil {
-					return c, fmt.Errorf("INFO on %s: %s: %w", a, line, err)
-				}
-				c.cpuUs += f * 1e6
-			case strings.HasPrefix(k, "cmdstat_"):
-				var calls, usec int64
-				for _, f := range strings.Split(v, ",") {
-					name, val, _ := strings.Cut(f, "=")
-					switch name {
-					case "calls":
-						calls, _ = strconv.ParseInt(val, 10, 64)
-					case "usec":
-						usec, _ = strconv.ParseInt(val, 10, 64)
-					}
-				}
-				cmd := strings.TrimPrefix(k, "cmdstat_")
-				sum := c.commands[cmd]
-				sum.calls += calls
-				sum.usec += usec
-				c.commands[cmd] = sum
-			}
+		if err := c.add(info); err != nil {
+			return c, fmt.Errorf("INFO on %s: %w", a, err)
 		}
 	}
 	return c, nil
+}
+
+// add adds the figures of an INFO reply with the cpu and commandstats
+// sections to c.
+func (c *counters) add(info string) error {
+	for _, line := range strings.Split(info, "\r\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		switch {
+		case k == "used_cpu_user" || k == "used_cpu_sys":
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return fmt.Errorf("%s: %w", line, err)
+			}
+			c.cpuUs += f * 1e6
+		case strings.HasPrefix(k, "cmdstat_"):
+			var calls, usec int64
+			for _, f := range strings.Split(v, ",") {
+				name, val, _ := strings.Cut(f, "=")
+				switch name {
+				case "calls":
+					calls, _ = strconv.ParseInt(val, 10, 64)
+				case "usec":
+					usec, _ = strconv.ParseInt(val, 10, 64)
+				}
+			}
+			cmd := strings.TrimPrefix(k, "cmdstat_")
+			sum := c.commands[cmd]
+			sum.calls += calls
+			sum.usec += usec
+			c.commands[cmd] = sum
+		}
+	}
+	return nil
 }
 
 // median returns the median of f over samples.

@@ -4,7 +4,8 @@
 #     INTERLEAVED_ROUNDS rounds of INTERLEAVED_SLOT per implementation,
 #     with the servers' CPU and commands per op), saved as
 #     $OUT/interleaved.json, then its lock benchmarks, saved as
-#     $OUT/bench.txt.
+#     $OUT/bench.txt, then TestWaiters (many ObtainWait waiters on one
+#     Client), saved as $OUT/waiters.json.
 #  2. In the main module, against envtest: TestControllerBenchmark,
 #     TestFailoverBenchmark (shorter than `make bench-failover`),
 #     TestLeadershipThroughAPIServerOutage and TestSteadyStateBenchmark,
@@ -17,7 +18,11 @@
 # INTERLEAVED_ROUNDS, INTERLEAVED_SLOT
 #                         rounds and time per implementation and round (10, 500ms)
 # COUNT, BENCHTIME        -count and -benchtime of the lock benchmarks (3, 1s)
-# CONTROLLER_BENCH_LOCKS  RedisLocks for the controller (1000)
+# CONTROLLER_BENCH_LOCKS  counts of RedisLocks for the controller (1000,5000,10000)
+# CONTROLLER_BENCH_BACKENDS, CONTROLLER_BENCH_WINDOW
+#                         see test/e2e/controller_bench_test.go (single,cluster, 60s)
+# WAITERS_HANDOVERS, WAITERS_NAMES, WAITERS_HERD
+#                         see waiters_test.go (200, 10000, 1000)
 # FAILOVER_TRIALS, FAILOVER_DURATIONS, FAILOVER_IDLE_WINDOW
 #                         see test/e2e/failover_bench_test.go (8, 4s,3s,1s, 60s)
 # STEADY_CANDIDATES, STEADY_DURATIONS, STEADY_WINDOW
@@ -33,23 +38,29 @@ count=${COUNT:-3}
 export INTERLEAVED_ROUNDS=${INTERLEAVED_ROUNDS:-10}
 export INTERLEAVED_SLOT=${INTERLEAVED_SLOT:-500ms}
 benchtime=${BENCHTIME:-1s}
-export CONTROLLER_BENCH_LOCKS=${CONTROLLER_BENCH_LOCKS:-1000}
+export CONTROLLER_BENCH_LOCKS=${CONTROLLER_BENCH_LOCKS:-1000,5000,10000}
+export CONTROLLER_BENCH_BACKENDS=${CONTROLLER_BENCH_BACKENDS:-single,cluster}
+export CONTROLLER_BENCH_WINDOW=${CONTROLLER_BENCH_WINDOW:-60s}
+export WAITERS_HANDOVERS=${WAITERS_HANDOVERS:-200}
+export WAITERS_NAMES=${WAITERS_NAMES:-10000}
+export WAITERS_HERD=${WAITERS_HERD:-1000}
 export FAILOVER_TRIALS=${FAILOVER_TRIALS:-8}
 export FAILOVER_DURATIONS=${FAILOVER_DURATIONS:-4s,3s,1s}
 export FAILOVER_IDLE_WINDOW=${FAILOVER_IDLE_WINDOW:-60s}
 export STEADY_CANDIDATES=${STEADY_CANDIDATES:-1,5,20}
 export STEADY_DURATIONS=${STEADY_DURATIONS:-15s,10s,2s}
 export STEADY_WINDOW=${STEADY_WINDOW:-60s}
-command="make bench (INTERLEAVED_ROUNDS=$INTERLEAVED_ROUNDS INTERLEAVED_SLOT=$INTERLEAVED_SLOT COUNT=$count BENCHTIME=$benchtime CONTROLLER_BENCH_LOCKS=$CONTROLLER_BENCH_LOCKS FAILOVER_TRIALS=$FAILOVER_TRIALS FAILOVER_DURATIONS=$FAILOVER_DURATIONS FAILOVER_IDLE_WINDOW=$FAILOVER_IDLE_WINDOW STEADY_CANDIDATES=$STEADY_CANDIDATES STEADY_DURATIONS=$STEADY_DURATIONS STEADY_WINDOW=$STEADY_WINDOW)"
+command="make bench (INTERLEAVED_ROUNDS=$INTERLEAVED_ROUNDS INTERLEAVED_SLOT=$INTERLEAVED_SLOT COUNT=$count BENCHTIME=$benchtime CONTROLLER_BENCH_LOCKS=$CONTROLLER_BENCH_LOCKS CONTROLLER_BENCH_BACKENDS=$CONTROLLER_BENCH_BACKENDS CONTROLLER_BENCH_WINDOW=$CONTROLLER_BENCH_WINDOW WAITERS_HANDOVERS=$WAITERS_HANDOVERS WAITERS_NAMES=$WAITERS_NAMES WAITERS_HERD=$WAITERS_HERD FAILOVER_TRIALS=$FAILOVER_TRIALS FAILOVER_DURATIONS=$FAILOVER_DURATIONS FAILOVER_IDLE_WINDOW=$FAILOVER_IDLE_WINDOW STEADY_CANDIDATES=$STEADY_CANDIDATES STEADY_DURATIONS=$STEADY_DURATIONS STEADY_WINDOW=$STEADY_WINDOW)"
 started=$(date +%s)
 source=$(git -C "$root" describe --always --dirty)
 
 mkdir -p "$out"
 # A part that does not finish must not be reported from an earlier run.
-rm -f "$out/REPORT.md" "$out/interleaved.json" "$out/bench.txt" "$out/controller.json" "$out/failover.json" "$out/outage.json" "$out/steady.json" "$out"/*.png
+rm -f "$out/REPORT.md" "$out/interleaved.json" "$out/bench.txt" "$out/controller.json" "$out/waiters.json" "$out/failover.json" "$out/outage.json" "$out/steady.json" "$out"/*.png
 
 INTERLEAVED_JSON="$out/interleaved.json" go test -count=1 -timeout 30m -run '^TestInterleaved$' -v .
 go test -run '^$' -bench . -benchmem -count "$count" -benchtime "$benchtime" . | tee "$out/bench.txt"
+WAITERS_JSON="$out/waiters.json" go test -count=1 -timeout 30m -run '^TestWaiters$' -v .
 
 e2e=0
 (cd "$root" && CONTROLLER_BENCH_JSON="$out/controller.json" FAILOVER_JSON="$out/failover.json" OUTAGE_JSON="$out/outage.json" STEADY_JSON="$out/steady.json" \

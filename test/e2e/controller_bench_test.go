@@ -207,6 +207,7 @@ func benchScale(t *testing.T, b benchBackend, n int, window time.Duration) contr
 	createAll(t, c, locks)
 
 	metricsAddr := freeAddr(t)
+	cpuBefore := controlPlaneCPU(t)
 	start := time.Now()
 	ctrl := startController(t, nil, "-metrics-bind-address="+metricsAddr, "-resync="+benchResync.String())
 	// Registered after the controller's own cleanup, so it runs first:
@@ -214,7 +215,9 @@ func benchScale(t *testing.T, b benchBackend, n int, window time.Duration) contr
 	t.Cleanup(func() { deleteBenchLocks(t, c, w, locks) })
 	waitUntil(t, 10*time.Minute, fmt.Sprintf("all %d RedisLocks Ready", n), func() bool { return w.readyCount() == n })
 	ready := time.Since(start)
-	t.Logf("%d RedisLocks Ready %v after the controller's start", n, ready.Round(time.Millisecond))
+	cpu := controlPlaneCPU(t)
+	t.Logf("%d RedisLocks Ready %v after the controller's start; CPU meanwhile: kube-apiserver %.1fs, etcd %.1fs, controller %.1fs; its counters then:\n%s",
+		n, ready.Round(time.Millisecond), cpu["kube-apiserver"]-cpuBefore["kube-apiserver"], cpu["etcd"]-cpuBefore["etcd"], cpu["redislock"], controllerCounters(t, metricsAddr))
 
 	cluster := clusterIDOf(t, testEnv.Config)
 	samples := pickSamples(locks, int(float64(handoversPerMinute)*window.Minutes()))
@@ -607,6 +610,64 @@ func heapInuse(addr string) (int64, error) {
 		return 0, err
 	}
 	return 0, fmt.Errorf("/metrics at %s has no %s", addr, metric)
+}
+
+// controlPlaneCPU returns the CPU seconds (user and system) used so far
+// by the processes called kube-apiserver, etcd and redislock (this test's
+// controller), by name, from /proc.
+func controlPlaneCPU(t *testing.T) map[string]float64 {
+	t.Helper()
+	dirs, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpu := map[string]float64{}
+	for _, d := range dirs {
+		stat, err := os.ReadFile("/proc/" + d.Name() + "/stat")
+		if err != nil {
+			continue // not a process, or gone
+		}
+		// "pid (comm) state ppid ... utime stime ...": fields 14 and 15.
+		open, closing := strings.IndexByte(string(stat), '('), strings.LastIndexByte(string(stat), ')')
+		if open < 0 || closing < open {
+			continue
+		}
+		name, rest := string(stat[open+1:closing]), strings.Fields(string(stat[closing+1:]))
+		if (name != "kube-apiserver" && name != "etcd" && name != "redislock") || len(rest) < 13 {
+			continue
+		}
+		utime, _ := strconv.ParseFloat(rest[11], 64)
+		stime, _ := strconv.ParseFloat(rest[12], 64)
+		cpu[name] += (utime + stime) / 100 // USER_HZ
+	}
+	return cpu
+}
+
+// controllerCounters returns the lines of the controller's /metrics at
+// addr that tell where a reconcile's time went: reconciles by result,
+// errors, requeues, and its API requests by code.
+func controllerCounters(t *testing.T, addr string) string {
+	t.Helper()
+	hc := http.Client{Timeout: 5 * time.Second}
+	resp, err := hc.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var b strings.Builder
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		for _, m := range []string{"controller_runtime_reconcile_total", "controller_runtime_reconcile_errors_total", "workqueue_retries_total", "rest_client_requests_total", "process_cpu_seconds_total"} {
+			if strings.HasPrefix(line, m) {
+				b.WriteString(line + "\n")
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
 }
 
 // mebibytes formats a byte count.

@@ -96,8 +96,14 @@ func TestReportHasEverySectionAndPlot(t *testing.T) {
 		{Method: "plugin", Candidates: 20, Seconds: 60.03, RedisCommandsPerSecond: f(2.5), RedisScriptsPerSecond: f(1.8), NaturalScriptsPerSecond: f(1.833), APIReadsPerMinute: 2},
 		{Method: "lease", Candidates: 20, Seconds: 60.04, APIWritesPerMinute: 30, APIReadsPerMinute: 600},
 	}})
-	write("controller.json", controllerScale{Locks: 1000, Namespaces: 10, Resync: "30s", AllReadySeconds: 12.5,
-		IdleRSSBytes: 30 << 20, IdleHeapInuseBytes: 5 << 20, RSSBytes: 80 << 20, PeakRSSBytes: 90 << 20, HeapInuseBytes: 30 << 20, AcquireEvery: "50ms", LagSeconds: []float64{0.01, 0.02, 0.2}})
+	write("controller.json", controllerScale{Namespaces: 10, Resync: "30s", Window: "60s", HandoversPerMinute: 100, Runs: []controllerRun{
+		{Backend: "single", Locks: 1000, ReadySeconds: 12.5, RSSBytes: 80 << 20, PeakRSSBytes: 90 << 20, HeapInuseBytes: 30 << 20, IdleAPIPerMinute: 2, HandoverAPIPerMinute: 210, LagSeconds: []float64{0.01, 0.02, 0.2}},
+		{Backend: "single", Locks: 10000, ReadySeconds: 50, RSSBytes: 140 << 20, PeakRSSBytes: 160 << 20, HeapInuseBytes: 60 << 20, IdleAPIPerMinute: 20, HandoverAPIPerMinute: 230, LagSeconds: []float64{0.01, 0.02, 0.05}},
+	}})
+	write("waiters.json", waiters{Handovers: 2, Scenarios: []waitersScenario{
+		{Name: "single", Waiters: 1, Names: 1, Connections: 2, PubSubConnections: 1, PoolSize: 20, ClientBytes: 1 << 20, HandoverSeconds: []float64{0.0004, 0.0005}, RedisCPUSeconds: []float64{0.0002, 0.0003}, Scripts: []int64{2, 2}},
+		{Name: "herd", Waiters: 1000, Names: 1, Connections: 22, PubSubConnections: 1, PoolSize: 20, ClientBytes: 8 << 20, HandoverSeconds: []float64{0.0004, 0.002}, RedisCPUSeconds: []float64{0.02, 0.03}, Scripts: []int64{1000, 999}},
+	}})
 
 	ser := func(ns ...float64) []interleavedSample {
 		var out []interleavedSample
@@ -140,7 +146,14 @@ func TestReportHasEverySectionAndPlot(t *testing.T) {
 		"| Redis plugin | 20 | 2.50 | 1.80 | 1.83 | 0.0 | 2.0 |",
 		"| Lease | 20 | – | – | – | 30.0 | 600.0 |",
 		"counted over 60s once a leader settled",
-		"| 1000 | 12.5s | 30.0 MiB | 80.0 MiB | 90.0 MiB | 5.0 MiB | 30.0 MiB | 20ms | 200ms | 200ms |",
+		"| single | 1000 | 12.5s | 80.0 MiB | 90.0 MiB | 30.0 MiB | 2 | 210 | 20ms | 200ms | 200ms |",
+		"| single | Ready ≤ 60s after a start | 50s | PASS |",
+		"| single | peak RSS ≤ 150.0 MiB | 160.0 MiB | MISS |",
+		"| single | lag p99 ≤ 100ms | 50ms | PASS |",
+		"| single | idle API requests ≤ 1000 a minute | 20 | PASS |",
+		"| herd | 1000 | 1 | 22 (20) | 1 | 8.0 MiB | 400 µs | 2000 µs | 4.00 | 20000 µs | 999 |",
+		"| herd | connections ≤ pool size + 1 subscription | 22 (pool 20) | MISS |",
+		"| herd | handover p99 ≤ 2× the single waiter's (500 µs) | 2000 µs | MISS |",
 		"the run took 12m0s",
 		"| abc1234-dirty |",
 	} {
@@ -148,7 +161,7 @@ func TestReportHasEverySectionAndPlot(t *testing.T) {
 			t.Errorf("REPORT.md lacks %q:\n%s", want, md)
 		}
 	}
-	for _, png := range []string{"throughput.png", "redlock.png", "failover.png", "api-writes.png", "outage.png", "controller-lag.png"} {
+	for _, png := range []string{"throughput.png", "redlock.png", "failover.png", "api-writes.png", "outage.png", "controller-scale.png"} {
 		if !strings.Contains(string(md), "("+png+")") {
 			t.Errorf("REPORT.md does not show %s", png)
 		}
@@ -171,7 +184,7 @@ func TestReportSaysWhatWasNotRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"Not run (no failover.json).", "Not run (no outage.json).", "Not run (no steady.json).", "Not run (no controller.json)."} {
+	for _, want := range []string{"Not run (no failover.json).", "Not run (no outage.json).", "Not run (no steady.json).", "Not run (no controller.json).", "Not run (no waiters.json)."} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("REPORT.md lacks %q", want)
 		}
@@ -179,7 +192,7 @@ func TestReportSaysWhatWasNotRun(t *testing.T) {
 	if strings.Contains(string(md), "the run took") {
 		t.Errorf("REPORT.md tells how long the run took without an elapsed time:\n%s", md)
 	}
-	for _, png := range []string{"failover.png", "api-writes.png", "outage.png", "controller-lag.png"} {
+	for _, png := range []string{"failover.png", "api-writes.png", "outage.png", "controller-scale.png"} {
 		if _, err := os.Stat(filepath.Join(dir, png)); err == nil {
 			t.Errorf("%s drawn without its input", png)
 		}

@@ -45,17 +45,46 @@ type failoverMethod struct {
 // controllerScale is what TestControllerBenchmark (test/e2e) writes to
 // $CONTROLLER_BENCH_JSON; the field names are the contract between the two.
 type controllerScale struct {
-	Locks              int       `json:"locks"`
-	Namespaces         int       `json:"namespaces"`
-	Resync             string    `json:"resync"`
-	AllReadySeconds    float64   `json:"allReadySeconds"`
-	IdleRSSBytes       int64     `json:"idleRssBytes"` // before any RedisLock
-	IdleHeapInuseBytes int64     `json:"idleHeapInuseBytes"`
-	RSSBytes           int64     `json:"rssBytes"` // after the lag samples
-	PeakRSSBytes       int64     `json:"peakRssBytes"`
-	HeapInuseBytes     int64     `json:"heapInuseBytes"`
-	AcquireEvery       string    `json:"acquireEvery"`
-	LagSeconds         []float64 `json:"lagSeconds"` // in the order acquired
+	Namespaces         int             `json:"namespaces"`
+	Resync             string          `json:"resync"`
+	Window             string          `json:"window"`
+	HandoversPerMinute int             `json:"handoversPerMinute"`
+	Runs               []controllerRun `json:"runs"`
+}
+
+// controllerRun is one backend and count of RedisLocks.
+type controllerRun struct {
+	Backend              string    `json:"backend"`
+	Locks                int       `json:"locks"`
+	ReadySeconds         float64   `json:"readySeconds"` // from the controller's start
+	RSSBytes             int64     `json:"rssBytes"`     // at the end
+	PeakRSSBytes         int64     `json:"peakRssBytes"`
+	HeapInuseBytes       int64     `json:"heapInuseBytes"`
+	IdleAPIPerMinute     float64   `json:"idleApiPerMinute"`
+	HandoverAPIPerMinute float64   `json:"handoverApiPerMinute"`
+	LagSeconds           []float64 `json:"lagSeconds"` // per handover, in order
+}
+
+// waiters is what TestWaiters (this module) writes to $WAITERS_JSON; the
+// field names are the contract between the two.
+type waiters struct {
+	Handovers int               `json:"handovers"`
+	Scenarios []waitersScenario `json:"scenarios"`
+}
+
+// waitersScenario is one way of waiting: its Client's connections and
+// memory, and per handover its time, the server's CPU and scripts.
+type waitersScenario struct {
+	Name              string    `json:"name"`
+	Waiters           int       `json:"waiters"`
+	Names             int       `json:"names"`
+	Connections       int       `json:"connections"`
+	PubSubConnections int       `json:"pubsubConnections"`
+	PoolSize          int       `json:"poolSize"`
+	ClientBytes       int64     `json:"clientBytes"`
+	HandoverSeconds   []float64 `json:"handoverSeconds"`
+	RedisCPUSeconds   []float64 `json:"redisCpuSeconds"`
+	Scripts           []int64   `json:"scripts"`
 }
 
 // steadyState is what TestSteadyStateBenchmark (test/e2e) writes to

@@ -13,7 +13,9 @@
 // STEADY_JSON), leadership through an API-server outage (DIR/outage.json,
 // from TestLeadershipThroughAPIServerOutage with OUTAGE_JSON) and the
 // controller at scale (DIR/controller.json, from TestControllerBenchmark
-// with CONTROLLER_BENCH_JSON) when those files exist. run.sh runs it.
+// with CONTROLLER_BENCH_JSON) and many waiters on one Client
+// (DIR/waiters.json, from this module's TestWaiters with WAITERS_JSON)
+// when those files exist. run.sh runs it.
 package main
 
 import (
@@ -86,6 +88,9 @@ func run(stdout io.Writer, dir string, rp report) error {
 		return err
 	}
 	if rp.controller, err = loadJSON[controllerScale](filepath.Join(dir, "controller.json")); err != nil {
+		return err
+	}
+	if rp.waiters, err = loadJSON[waiters](filepath.Join(dir, "waiters.json")); err != nil {
 		return err
 	}
 	if err := rp.write(dir); err != nil {

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"time"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -236,43 +235,3 @@ func methodBars(title, yLabel string, names []string, vs plotter.Values, label f
 	return p, nil
 }
 
-// plotLag draws the distribution of the controller's status lag, and the
-// lag of each sample against when it was acquired, where a stall shows.
-func plotLag(path string, c controllerScale) error {
-	hist := plot.New()
-	hist.Title.Text = fmt.Sprintf("Status lag, %d of %d RedisLocks", len(c.LagSeconds), c.Locks)
-	hist.X.Label.Text = "ms from Obtain to .status.holderIdentity in a watch"
-	hist.Y.Label.Text = "locks"
-	ms := make(plotter.Values, len(c.LagSeconds))
-	for i, v := range c.LagSeconds {
-		ms[i] = v * 1e3
-	}
-	h, err := plotter.NewHist(ms, 30)
-	if err != nil {
-		return err
-	}
-	h.FillColor = plotutil.Color(0)
-	hist.Add(h)
-
-	every, err := time.ParseDuration(c.AcquireEvery)
-	if err != nil {
-		return fmt.Errorf("acquireEvery %q: %w", c.AcquireEvery, err)
-	}
-	over := plot.New()
-	over.Title.Text = "Status lag over the samples"
-	over.X.Label.Text = "s since the first sample was acquired"
-	over.Y.Label.Text = "ms"
-	xys := make(plotter.XYs, len(ms))
-	for i, v := range ms {
-		xys[i] = plotter.XY{X: (time.Duration(i) * every).Seconds(), Y: v}
-	}
-	sc, err := plotter.NewScatter(xys)
-	if err != nil {
-		return err
-	}
-	sc.GlyphStyle.Radius = vg.Points(1.5)
-	sc.GlyphStyle.Color = plotutil.Color(0)
-	over.Add(sc)
-	over.Y.Min = 0
-	return savePNG(path, hist, over)
-}

@@ -8,8 +8,8 @@ import (
 	"time"
 )
 
-// report is everything REPORT.md shows; failover, outage, steady and
-// controller are nil when that part was not run, and elapsed is 0 when
+// report is everything REPORT.md shows; failover, outage, steady,
+// controller and waiters are nil when that part was not run, and elapsed is 0 when
 // it is not known (a report of parts run separately).
 type report struct {
 	bench      results
@@ -18,6 +18,7 @@ type report struct {
 	outage     *outage
 	steady     *steadyState
 	controller *controllerScale
+	waiters    *waiters
 	machine    machine
 	source     string
 	command    string
@@ -44,8 +45,8 @@ func (rp report) write(dir string) error {
 	if o := rp.outage; o != nil {
 		plots["outage"] = plotFile{"outage.png", func(p string) error { return plotOutage(p, *o) }}
 	}
-	if c := rp.controller; c != nil && len(c.LagSeconds) > 0 {
-		plots["lag"] = plotFile{"controller-lag.png", func(p string) error { return plotLag(p, *c) }}
+	if c := rp.controller; c != nil && len(c.Runs) > 0 {
+		plots["scale"] = plotFile{"controller-scale.png", func(p string) error { return plotScale(p, *c) }}
 	}
 	for _, pf := range plots {
 		if err := pf.draw(filepath.Join(dir, pf.name)); err != nil {
@@ -71,7 +72,7 @@ func (rp report) markdown(w *strings.Builder, plots map[string]plotFile) {
 	if rp.elapsed > 0 {
 		fmt.Fprintf(w, "; the run took %v", rp.elapsed.Round(time.Second))
 	}
-	fmt.Fprintln(w, ". The inputs are next to this file: `interleaved.json` (TestInterleaved of `test/bench`), `bench.txt` (`go test -bench` output of `test/bench`), `failover.json`, `outage.json`, `steady.json`, `controller.json`.")
+	fmt.Fprintln(w, ". The inputs are next to this file: `interleaved.json` (TestInterleaved of `test/bench`), `bench.txt` (`go test -bench` output of `test/bench`), `failover.json`, `outage.json`, `steady.json`, `controller.json`, `waiters.json`.")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "The numbers are from this one machine; they move with it, so compare ratios within a run.")
 	fmt.Fprintln(w)
@@ -173,16 +174,17 @@ func (rp report) markdown(w *strings.Builder, plots map[string]plotFile) {
 	fmt.Fprintln(w, "\n## The controller at scale")
 	fmt.Fprintln(w)
 	if c := rp.controller; c != nil {
-		fmt.Fprintf(w, "The `redislock controller` binary (`-resync` %s) with %d RedisLocks in %d namespaces on one redis-server. Ready is from the first create to every lock Ready=True. Memory is read before the first RedisLock (idle) and after the lag samples: RSS and peak RSS (VmRSS, VmHWM) from /proc, the Go heap from the controller's `go_memstats_heap_inuse_bytes`. Lag: for %d of the locks, one every %s, the time from the start of a redislock `Obtain` to a watch on RedisLocks showing the new `.status.holderIdentity`.\n",
-			c.Resync, c.Locks, c.Namespaces, len(c.LagSeconds), c.AcquireEvery)
-		fmt.Fprintln(w)
-		fmt.Fprintln(w, "| RedisLocks | all Ready after | RSS idle | RSS | peak RSS | Go heap idle | Go heap | lag p50 | lag p99 | lag max |")
-		fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-		fmt.Fprintf(w, "| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", c.Locks, seconds(c.AllReadySeconds),
-			mib(c.IdleRSSBytes), mib(c.RSSBytes), mib(c.PeakRSSBytes), mib(c.IdleHeapInuseBytes), mib(c.HeapInuseBytes),
-			seconds(quantile(c.LagSeconds, 0.5)), seconds(quantile(c.LagSeconds, 0.99)), seconds(quantile(c.LagSeconds, 1)))
-		img("lag", "status lag")
+		writeController(w, c)
+		img("scale", "Ready time and RSS against the count of RedisLocks")
 	} else {
 		fmt.Fprintln(w, "Not run (no controller.json).")
+	}
+
+	fmt.Fprintln(w, "\n## Many waiters on one Client")
+	fmt.Fprintln(w)
+	if wt := rp.waiters; wt != nil {
+		writeWaiters(w, wt)
+	} else {
+		fmt.Fprintln(w, "Not run (no waiters.json).")
 	}
 }

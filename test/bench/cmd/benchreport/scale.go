@@ -1,0 +1,143 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+)
+
+// The goals of issue 32 for the controller at goalLocks RedisLocks, and
+// for a Client's waiters.
+const (
+	goalLocks          = 10000
+	goalReadySeconds   = 60
+	goalRSSBytes       = 150 << 20
+	goalLagP99Seconds  = 0.100
+	goalIdleAPIPerMin  = 1000
+	goalHandoverFactor = 2 // a waiter's handover p99 against a single waiter's
+)
+
+// verdict is PASS when ok, else MISS.
+func verdict(ok bool) string {
+	if ok {
+		return "PASS"
+	}
+	return "MISS"
+}
+
+// writeController writes the controller's table, and its goals at
+// goalLocks for each backend that ran that many.
+func writeController(w *strings.Builder, c *controllerScale) {
+	fmt.Fprintf(w, "The `redislock controller` binary (`-resync` %s) with each count of RedisLocks in %d namespaces, on one redis-server (single) and on a Redis Cluster of 3 masters with a replica each (cluster: Cluster mode, waiting for the replica), with a controller of its own for each count. Every lock names a password Secret. Ready is from the controller's start, the locks already there, to every lock Ready=True. Memory is read at the end: RSS and peak RSS (VmRSS, VmHWM) from /proc, the Go heap from `go_memstats_heap_inuse_bytes`. API: kube-apiserver's own `apiserver_request_total` on RedisLocks, RedisConnections, ClusterRedisConnections, Secrets and Events, every verb, over %s idle (the sample locks held), then over as long again with %d handovers a minute. Lag: for each of those handovers, from the start of the holder's release to a watch on RedisLocks showing the next holder, which obtained the lock as the release returned.\n\n",
+		c.Resync, c.Namespaces, c.Window, c.HandoversPerMinute)
+	fmt.Fprintln(w, "| backend | RedisLocks | Ready after start | RSS | peak RSS | Go heap | API/min idle | API/min, handovers | lag p50 | lag p99 | lag max |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, r := range c.Runs {
+		fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %s | %.0f | %.0f | %s | %s | %s |\n", r.Backend, r.Locks, seconds(r.ReadySeconds),
+			mib(r.RSSBytes), mib(r.PeakRSSBytes), mib(r.HeapInuseBytes), r.IdleAPIPerMinute, r.HandoverAPIPerMinute,
+			seconds(quantile(r.LagSeconds, 0.5)), seconds(quantile(r.LagSeconds, 0.99)), seconds(quantile(r.LagSeconds, 1)))
+	}
+	fmt.Fprintf(w, "\n### Goals at %d RedisLocks\n\n", goalLocks)
+	fmt.Fprintln(w, "| backend | goal | measured | verdict |")
+	fmt.Fprintln(w, "|---|---|---:|---|")
+	found := false
+	for _, r := range c.Runs {
+		if r.Locks != goalLocks {
+			continue
+		}
+		found = true
+		p99 := quantile(r.LagSeconds, 0.99)
+		fmt.Fprintf(w, "| %s | Ready ≤ %ds after a start | %s | %s |\n", r.Backend, goalReadySeconds, seconds(r.ReadySeconds), verdict(r.ReadySeconds <= goalReadySeconds))
+		fmt.Fprintf(w, "| %s | peak RSS ≤ %s | %s | %s |\n", r.Backend, mib(goalRSSBytes), mib(r.PeakRSSBytes), verdict(r.PeakRSSBytes <= goalRSSBytes))
+		fmt.Fprintf(w, "| %s | lag p99 ≤ %s | %s | %s |\n", r.Backend, seconds(goalLagP99Seconds), seconds(p99), verdict(p99 <= goalLagP99Seconds))
+		fmt.Fprintf(w, "| %s | idle API requests ≤ %d a minute | %.0f | %s |\n", r.Backend, goalIdleAPIPerMin, r.IdleAPIPerMinute, verdict(r.IdleAPIPerMinute <= goalIdleAPIPerMin))
+	}
+	if !found {
+		fmt.Fprintf(w, "| – | no run with %d RedisLocks | – | n/a |\n", goalLocks)
+	}
+}
+
+// plotScale draws Ready time and peak RSS against the count of RedisLocks,
+// a line per backend.
+func plotScale(path string, c controllerScale) error {
+	ready, rss := plot.New(), plot.New()
+	ready.Title.Text, rss.Title.Text = "Ready after the controller's start", "Controller peak RSS"
+	ready.Y.Label.Text, rss.Y.Label.Text = "s", "MiB"
+	var readyLines, rssLines []any
+	var counts []int
+	for _, b := range backends(c) {
+		var r, m plotter.XYs
+		for _, run := range c.Runs {
+			if run.Backend == b {
+				r = append(r, plotter.XY{X: float64(run.Locks), Y: run.ReadySeconds})
+				m = append(m, plotter.XY{X: float64(run.Locks), Y: float64(run.PeakRSSBytes) / (1 << 20)})
+				counts = append(counts, run.Locks)
+			}
+		}
+		readyLines, rssLines = append(readyLines, b, r), append(rssLines, b, m)
+	}
+	if err := plotutil.AddLinePoints(ready, readyLines...); err != nil {
+		return err
+	}
+	if err := plotutil.AddLinePoints(rss, rssLines...); err != nil {
+		return err
+	}
+	slices.Sort(counts)
+	counts = slices.Compact(counts)
+	for _, p := range []*plot.Plot{ready, rss} {
+		p.X.Label.Text = "RedisLocks"
+		p.X.Tick.Marker = nodeTicks(counts)
+		p.Y.Min = 0
+		p.Legend.Top, p.Legend.Left = true, true
+	}
+	return savePNG(path, ready, rss)
+}
+
+// backends lists the runs' backends in their order.
+func backends(c controllerScale) []string {
+	var bs []string
+	for _, r := range c.Runs {
+		if !slices.Contains(bs, r.Backend) {
+			bs = append(bs, r.Backend)
+		}
+	}
+	return bs
+}
+
+// writeWaiters writes the waiters' table and goals: the first scenario
+// is the single waiter, the reference.
+func writeWaiters(w *strings.Builder, wt *waiters) {
+	fmt.Fprintf(w, "`ObtainWait` waiters on one `Client` against one redis-server (TestWaiters of `test/bench`); another Client holds every name. A handover is a release, timed until a waiter's `ObtainWait` returns the lock; %d handovers per scenario, one of each scenario per round, in an order that starts one further each round. Connections: the waiting Client's, by client name in `CLIENT LIST`, once every waiter waits (pool: its go-redis pool size). Client memory: what the waiters added to the heap and stacks in use. Redis CPU and scripts: per handover, until every waiter it woke had tried (medians).\n\n", wt.Handovers)
+	fmt.Fprintln(w, "| scenario | waiters | names | connections (pool) | pub/sub | client memory | handover p50 | handover p99 | p99 ÷ single's | Redis CPU/handover | scripts/handover |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	if len(wt.Scenarios) == 0 {
+		return
+	}
+	ref := quantile(wt.Scenarios[0].HandoverSeconds, 0.99)
+	for _, sc := range wt.Scenarios {
+		p99 := quantile(sc.HandoverSeconds, 0.99)
+		scripts := make([]float64, len(sc.Scripts))
+		for i, n := range sc.Scripts {
+			scripts[i] = float64(n)
+		}
+		fmt.Fprintf(w, "| %s | %d | %d | %d (%d) | %d | %s | %s | %s | %.2f | %.0f µs | %.0f |\n", sc.Name, sc.Waiters, sc.Names,
+			sc.Connections, sc.PoolSize, sc.PubSubConnections, mib(sc.ClientBytes),
+			micros(quantile(sc.HandoverSeconds, 0.5)), micros(p99), p99/ref, quantile(sc.RedisCPUSeconds, 0.5)*1e6, quantile(scripts, 0.5))
+	}
+	fmt.Fprintln(w, "\n### Goals for the waiters")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| scenario | goal | measured | verdict |")
+	fmt.Fprintln(w, "|---|---|---:|---|")
+	for _, sc := range wt.Scenarios[1:] {
+		p99 := quantile(sc.HandoverSeconds, 0.99)
+		fmt.Fprintf(w, "| %s | connections ≤ pool size + 1 subscription | %d (pool %d) | %s |\n", sc.Name, sc.Connections, sc.PoolSize, verdict(sc.Connections <= sc.PoolSize+1))
+		fmt.Fprintf(w, "| %s | handover p99 ≤ %d× the single waiter's (%s) | %s | %s |\n", sc.Name, goalHandoverFactor, micros(ref), micros(p99), verdict(p99 <= goalHandoverFactor*ref))
+	}
+}
+
+// micros formats seconds as whole microseconds.
+func micros(v float64) string { return fmt.Sprintf("%.0f µs", v*1e6) }
