@@ -214,7 +214,7 @@ func (r *RedisLockReconciler) observe(ctx context.Context, s *lockScope, lc *red
 	// before the holder next changes.
 	setHolderMetric(rl.Namespace, rl.Name, rl.Status.HolderIdentity)
 	if err != nil {
-		redisErrorsTotal.WithLabelValues(rl.Namespace, rl.Name, reasonFor(err)).Inc()
+		countRedisError(rl.Namespace, rl.Name, reasonFor(err))
 		if errors.Is(err, redislock.ErrNoQuorum) && becameFalse(s.before, rl, v1alpha1.ConditionRedisReachable) {
 			r.Recorder.Eventf(rl, nil, corev1.EventTypeWarning, EventRedisUnreachable, "Inspect", "%v", err)
 			s.log.Info("Redis unreachable", "error", err.Error())
