@@ -234,4 +234,3 @@ func methodBars(title, yLabel string, names []string, vs plotter.Values, label f
 	p.Y.Min, p.Y.Max = 0, 1.2*top
 	return p, nil
 }
-
