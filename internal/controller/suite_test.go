@@ -10,11 +10,13 @@ import (
 
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/redislock/redislock/api/v1alpha1"
 	"github.com/redislock/redislock/internal/controller"
 	"github.com/redislock/redislock/internal/testing/testenv"
 	"github.com/redislock/redislock/pkg/redisconn"
@@ -52,7 +54,9 @@ func run(m *testing.M, cfg *rest.Config) (int, error) {
 		return 0, err
 	}
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.UseDevMode(true)))
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+	// The cache as the controller's command sets it up.
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"},
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{&v1alpha1.RedisLock{}: {Transform: controller.StripManagedFields}}}})
 	if err != nil {
 		return 0, err
 	}

@@ -210,7 +210,7 @@ func cacheOptions(watchNamespaces, lockClass string) (cache.Options, error) {
 	if err != nil {
 		return o, fmt.Errorf("-lock-class: %w", err)
 	}
-	o.ByObject = map[client.Object]cache.ByObject{&v1alpha1.RedisLock{}: {Label: sel}}
+	o.ByObject = map[client.Object]cache.ByObject{&v1alpha1.RedisLock{}: {Label: sel, Transform: controller.StripManagedFields}}
 	return o, nil
 }
 
