@@ -245,3 +245,37 @@ func TestARefusedGrantWakesNoWatcher(t *testing.T) {
 		t.Fatalf("a grant the replica refused announced %q; want nothing before the marker", got)
 	}
 }
+
+// A watch whose context has ended before its SUBSCRIBE is sent (a caller
+// that gave up, or one that waited its NodeTimeout out behind thousands of
+// others) leaves the shared subscription as it was: the release of
+// another watch's lock right after it still wakes that watch.
+func TestAnEndedWatchLeavesTheSharedSubscriptionAlone(t *testing.T) {
+	s := redistest.Start(t, redisproc.Options{})
+	c := newClient(t, "waiter", s)
+	ctx := context.Background()
+	wake, stop := c.WatchReleases(ctx, "kept")
+	defer stop()
+	admin := s.Client()
+	defer func() { _ = admin.Close() }()
+	waitFor(t, 10*time.Second, "kept's channel subscribed", func() bool {
+		n, err := admin.PubSubNumSub(ctx, redislock.EventsChannel("kept")).Result()
+		return err == nil && n[redislock.EventsChannel("kept")] == 1
+	})
+	l, err := newClient(t, "holder", s).Obtain(ctx, "kept", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended, cancel := context.WithDeadline(ctx, time.Now().Add(-time.Second))
+	defer cancel()
+	_, stopEnded := c.WatchReleases(ended, "given-up")
+	defer stopEnded()
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-wake:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a release right after another watch's ended context woke no one: the shared subscription dropped it")
+	}
+}

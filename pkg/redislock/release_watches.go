@@ -58,10 +58,14 @@ func (r *releaseWatches) add(ctx context.Context, channel string, w *releaseWatc
 	case len(ws) == 1:
 		r.outstanding[channel]++
 		// Sent under r.mu, so that the SUBSCRIBEs and UNSUBSCRIBEs of a
-		// channel reach the node in the order of the counts.
+		// channel reach the node in the order of the counts. Without
+		// ctx's deadline, which only bounds the wait for the confirmation:
+		// go-redis drops the connection, every watch's, when a write
+		// misses its context's deadline, and releases in the gap before
+		// it is back go unheard.
 		if r.sub == nil {
 			r.start(ctx, channel)
-		} else if err := r.sub.Subscribe(ctx, channel); err != nil {
+		} else if err := r.sub.Subscribe(context.WithoutCancel(ctx), channel); err != nil {
 			r.c.opts.Logger.V(1).Info("subscribe failed; the keeper subscribes again", "node", r.n.name, "error", err.Error())
 		}
 	}

@@ -105,6 +105,7 @@ func TestWaiters(t *testing.T) {
 	}
 	herd := &waitersScenario{Name: "herd", Waiters: envInt(t, "WAITERS_HERD", 1000), names: []string{"herd"}}
 	scenarios := []*waitersScenario{single, many, herd}
+	channels := 0 // subscribed on the server, once every waiter waits
 	for _, sc := range scenarios {
 		var rc *redis.Client
 		sc.client, rc = waitersClient(t, addr, sc.Name)
@@ -119,6 +120,8 @@ func TestWaiters(t *testing.T) {
 		}
 		// Each waiter tries, subscribes and tries again before it waits.
 		waitScripts(t, admin, calls+int64(2*sc.Waiters), fmt.Sprintf("%d waiters of %s to wait", sc.Waiters, sc.Name))
+		channels += len(sc.names)
+		waitChannels(t, admin, channels, sc.Name)
 		sc.ClientBytes = int64(inUse() - before)
 		sc.waiting = sc.Waiters
 	}
@@ -279,6 +282,32 @@ func waitScripts(t *testing.T, rc *redis.Client, want int64, what string) int64 
 			t.Fatalf("%s: %d script calls within a minute, want %d", what, n, want)
 		}
 		time.Sleep(2 * time.Millisecond) // a poll of the counters, each an INFO
+	}
+}
+
+// waitChannels waits until the server has want channels subscribed
+// (INFO stats' pubsub_channels); it fails t after a minute.
+func waitChannels(t *testing.T, rc *redis.Client, want int, what string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		info, err := rc.Info(context.Background(), "stats").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := -1
+		for line := range strings.Lines(info) {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "pubsub_channels:"); ok {
+				fmt.Sscan(v, &n)
+			}
+		}
+		if n >= want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %d channels subscribed after a minute, want %d", what, n, want)
+		}
+		time.Sleep(10 * time.Millisecond) // a poll of INFO
 	}
 }
 
