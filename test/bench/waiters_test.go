@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -298,7 +299,9 @@ func waitChannels(t *testing.T, rc *redis.Client, want int, what string) {
 		n := -1
 		for line := range strings.Lines(info) {
 			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "pubsub_channels:"); ok {
-				fmt.Sscan(v, &n)
+				if n, err = strconv.Atoi(v); err != nil {
+					t.Fatalf("INFO stats: %q: %v", line, err)
+				}
 			}
 		}
 		if n >= want {
