@@ -173,6 +173,7 @@ func TestElectorsHandOverGracefullyOneAtATime(t *testing.T) {
 		}
 		cands[leader] = start(j.elector(t, newClient(t, names[leader], s), "election", timing))
 	}
+	waitFor(t, 5*time.Second, "the last term recorded", recordedTerms(&j, 11))
 	if terms := j.check(t); terms < 11 {
 		t.Fatalf("%d leaderships recorded, want at least 11", terms)
 	}
@@ -204,6 +205,8 @@ func TestElectorStepsDownWhileRedisIsDownAndComesBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 5*time.Second, "leadership after Redis is back", leading(c.e))
+	// State leads before OnStartedLeading, on its own goroutine, records.
+	waitFor(t, 5*time.Second, "the second term recorded", recordedTerms(&j, 2))
 	if terms := j.check(t); terms != 2 {
 		t.Fatalf("%d leaderships, want 2", terms)
 	}
@@ -249,6 +252,12 @@ func TestElectorStateSaysWhyItCannotCampaign(t *testing.T) {
 
 	s.Kill()
 	waitFor(t, 5*time.Second, "ErrNoQuorum in the state", func() bool { return errors.Is(foreign.e.State().Err, redislock.ErrNoQuorum) })
+}
+
+// recordedTerms is a condition for waitFor: j has recorded at least n
+// starts of leadership.
+func recordedTerms(j *journal, n int) func() bool {
+	return func() bool { return j.terms() >= n }
 }
 
 // leading is a condition for waitFor: e leads now.
