@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -188,18 +189,36 @@ func New(cfg *rest.Config, o Options) (*Agent, error) {
 }
 
 // Run serves HTTP and campaigns until ctx ends; then it releases the lock
-// if it holds it, reports that it does not lead (label, file), and returns
-// nil. It returns an error when it cannot listen on Addr, and with a
-// Command, an *ExitError when the command's exit (or, with OnLostExit, the
-// end of leadership) ended the campaign with a non-zero code. A RedisLock
-// that cannot be read is retried with backoff, and the reason shows in
-// /leader and the log.
+// if it holds it, reports that it does not lead (label, file), stops
+// serving HTTP, and returns nil. /leader, /healthz and /metrics are served
+// from before the RedisLock is read until after those last reports. It
+// returns an error when it cannot listen on Addr, or when the HTTP server
+// fails (then it ends the campaign as at the end of ctx, and returns the
+// server's error); and with a Command, an *ExitError when the command's
+// exit (or, with OnLostExit, the end of leadership) ended the campaign
+// with a non-zero code. A RedisLock that cannot be read is retried with
+// backoff, and the reason shows in /leader and the log.
 func (a *Agent) Run(ctx context.Context) error {
-	stopServing, err := a.serve(ctx)
+	srv, err := a.listen(ctx)
 	if err != nil {
 		return err
 	}
-	defer stopServing()
+	// The server and the campaign, under one errgroup: a server that fails
+	// ends the campaign (partsCtx), the campaign's end stops the server,
+	// and Run returns the first error.
+	parts, partsCtx := errgroup.WithContext(ctx)
+	parts.Go(srv.serve)
+	parts.Go(func() error {
+		defer srv.stop(ctx, a.o.Logger)
+		return a.elect(partsCtx)
+	})
+	return parts.Wait()
+}
+
+// elect reads the RedisLock and campaigns for it (see open and campaign)
+// until ctx ends or the command run while leading exits, and returns
+// campaign's error; nil if ctx ends before the RedisLock could be read.
+func (a *Agent) elect(ctx context.Context) error {
 	cand := a.open(ctx)
 	if cand == nil {
 		return nil
@@ -208,36 +227,55 @@ func (a *Agent) Run(ctx context.Context) error {
 	return a.campaign(ctx, cand)
 }
 
-// serve serves the agent's HTTP endpoints on Options.Addr until the
-// returned stop, which shuts the server down within finalWriteTimeout.
-func (a *Agent) serve(ctx context.Context) (stop func(), err error) {
+// httpServer is the agent's HTTP server, with the listener it serves on.
+type httpServer struct {
+	srv *http.Server
+	ln  net.Listener
+	// endRequests ends the requests' contexts, so that a long poll does
+	// not hold the shutdown up.
+	endRequests context.CancelFunc
+}
+
+// listen listens on Options.Addr and returns the server of the agent's
+// endpoints there, not yet serving.
+func (a *Agent) listen(ctx context.Context) (*httpServer, error) {
 	ln, err := net.Listen("tcp", a.o.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("agent: listen: %w", err)
 	}
-	// Requests' contexts end with the server, so that a long poll does
-	// not hold the shutdown up.
 	requests, endRequests := context.WithCancel(context.WithoutCancel(ctx))
 	srv := &http.Server{Handler: a.handler(), ReadHeaderTimeout: 5 * time.Second, BaseContext: func(net.Listener) context.Context { return requests }}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	return func() {
-		endRequests()
-		shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalWriteTimeout)
-		defer cancel()
-		if err := srv.Shutdown(shutdown); err != nil {
-			a.o.Logger.Error(err, "HTTP server shutdown")
-		}
-		if err := <-served; !errors.Is(err, http.ErrServerClosed) {
-			a.o.Logger.Error(err, "HTTP server stopped")
-		}
-	}, nil
+	return &httpServer{srv: srv, ln: ln, endRequests: endRequests}, nil
+}
+
+// serve serves until stop, then returns nil; if the server fails first, it
+// returns its error. Either way it closes the listener.
+func (s *httpServer) serve() error {
+	if err := s.srv.Serve(s.ln); !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("agent: serve HTTP: %w", err)
+	}
+	return nil
+}
+
+// stop shuts the server down within finalWriteTimeout, after ending the
+// requests' contexts; serve returns once it is called, even before it
+// starts serving. A shutdown that fails is logged to log.
+func (s *httpServer) stop(ctx context.Context, log logr.Logger) {
+	s.endRequests()
+	shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalWriteTimeout)
+	defer cancel()
+	if err := s.srv.Shutdown(shutdown); err != nil {
+		log.Error(err, "HTTP server shutdown")
+	}
 }
 
 // campaign runs the elector on cand until ctx ends (or the command run
-// while leading exits), with the pod label and leader file (publish) and
-// the hook beside it; those two end after the elector, so that they write
-// its last state.
+// while leading exits), and beside it, under one errgroup, the pod label
+// and leader file (publish) and the hook. Those two run on a context of
+// their own that ends once the elector has returned, so that they write
+// its last state; campaign returns once all three have. They log their
+// failures and retry (see publish and runHooks), so the group's error is
+// the elector's; campaign returns it, else the command's *ExitError.
 func (a *Agent) campaign(ctx context.Context, cand *redisconn.Candidate) error {
 	changed, hooked := make(chan struct{}, 1), make(chan struct{}, 1)
 	notify := func() {
@@ -259,19 +297,26 @@ func (a *Agent) campaign(ctx context.Context, cand *redisconn.Candidate) error {
 	a.elector, a.name, a.openErr = el, cand.Name, nil
 	a.mu.Unlock()
 
-	side, stopSide := context.WithCancel(context.WithoutCancel(ctx))
-	var parts sync.WaitGroup
-	parts.Go(func() { a.publish(side, changed, cand.Timing.RenewInterval) })
+	reports, endReports := context.WithCancel(context.WithoutCancel(ctx))
+	var parts errgroup.Group
+	parts.Go(func() error {
+		defer endReports()
+		if err := el.Run(ctx); err != nil {
+			return fmt.Errorf("agent: campaign: %w", err)
+		}
+		return nil
+	})
+	parts.Go(func() error { a.publish(reports, changed, cand.Timing.RenewInterval); return nil })
 	if a.o.Hook != "" {
-		parts.Go(func() { a.runHooks(side, hooked, cand.Timing.TTL) })
+		parts.Go(func() error { a.runHooks(reports, hooked, cand.Timing.TTL); return nil })
 	}
-	err = el.Run(ctx)
-	stopSide()
-	parts.Wait()
-	if err == nil && run != nil {
-		err = run.exitErr()
+	if err := parts.Wait(); err != nil {
+		return err
 	}
-	return err
+	if run == nil {
+		return nil
+	}
+	return run.exitErr()
 }
 
 // newElector returns the elector of cand, which calls notify at each

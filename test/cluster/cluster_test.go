@@ -54,13 +54,9 @@ func TestChartOnARealCluster(t *testing.T) {
 	t.Logf("helm install --wait: returned in %.1fs", time.Since(start).Seconds())
 	logAvailability(t, releaseNS, release+"-redislock-controller")
 	webhookAnswersAtOnce(t)
-	start = time.Now()
-	deployWorkload(t)
-	hook.report(t, releaseNS, "app.kubernetes.io/instance="+release+",app.kubernetes.io/component=controller")
-	sampler := startSampler(appNS, "app="+app)
-	defer sampler.check(t)
-	waitForOneLeader(t, 3, "")
-	t.Logf("Deployment of 3: all Ready with one leader %.1fs after kubectl apply", time.Since(start).Seconds())
+	deployAndElect(t, func() {
+		hook.report(t, releaseNS, "app.kubernetes.io/instance="+release+",app.kubernetes.io/component=controller")
+	})
 
 	t.Run("with nothing disturbed the label stays on one pod", func(t *testing.T) { steadyOneLeader(t, appNS, "app="+app, 3*time.Second) })
 	t.Run("the agent is injected as a native sidecar and runs", func(t *testing.T) {
@@ -154,6 +150,24 @@ func deployWorkload(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustKubectl(t, b.String(), "apply", "-f", "-")
+}
+
+// deployAndElect applies the workload (deployWorkload), then runs
+// afterApply unless it is nil, then starts sampling the leader label
+// (startSampler), whose check runs when t's test ends (t.Cleanup), and
+// waits until the workload's 3 pods are Ready with one leader. It logs how
+// long that took from the apply.
+func deployAndElect(t *testing.T, afterApply func()) {
+	t.Helper()
+	start := time.Now()
+	deployWorkload(t)
+	if afterApply != nil {
+		afterApply()
+	}
+	sampler := startSampler(appNS, "app="+app)
+	t.Cleanup(func() { sampler.check(t) })
+	waitForOneLeader(t, 3, "")
+	t.Logf("Deployment of 3: all Ready with one leader %.1fs after kubectl apply", time.Since(start).Seconds())
 }
 
 func mustPods(t *testing.T) ([]corev1.Pod, string) {

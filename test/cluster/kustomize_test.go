@@ -28,12 +28,7 @@ func TestKustomizeInstallOnARealCluster(t *testing.T) {
 	logAvailability(t, "redislock-system", "redislock-controller")
 	webhookAnswersAtOnce(t)
 
-	start = time.Now()
-	deployWorkload(t)
-	sampler := startSampler(appNS, "app="+app)
-	defer sampler.check(t)
-	waitForOneLeader(t, 3, "")
-	t.Logf("Deployment of 3: all Ready with one leader %.1fs after kubectl apply", time.Since(start).Seconds())
+	deployAndElect(t, nil)
 	sidecarsRun(t, "redislock-system", "redislock-controller")
 	leaderAnswersAgree(t)
 

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/redislock/redislock/internal/agentflags"
 	"github.com/redislock/redislock/internal/inject"
 	"github.com/redislock/redislock/internal/testing/proc"
 	"github.com/redislock/redislock/internal/testing/redisproc"
@@ -299,9 +300,19 @@ func (d *demo) startAgent(ctx context.Context, name, port string, first bool) (*
 	if err := os.MkdirAll(volume, 0o700); err != nil {
 		return nil, fmt.Errorf("demo: %w", err)
 	}
-	args := make([]string, len(agent.Args))
+	// The listen address as the webhook writes it, ":PORT" (every
+	// interface of the pod), moved to loopback. The argument is written by
+	// the flags' owner, so that a renamed flag cannot miss the rewrite.
+	anyHost, loopback := agentflags.Flags{HTTPAddress: ":"}.Args()[0], agentflags.Flags{HTTPAddress: "127.0.0.1:"}.Args()[0]
+	args, moved := make([]string, len(agent.Args)), false
 	for j, a := range agent.Args {
-		args[j] = strings.Replace(strings.ReplaceAll(a, inject.MountPath, volume), "-http-address=:", "-http-address=127.0.0.1:", 1)
+		args[j] = strings.ReplaceAll(a, inject.MountPath, volume)
+		if port, ok := strings.CutPrefix(args[j], anyHost); ok {
+			args[j], moved = loopback+port, true
+		}
+	}
+	if !moved {
+		return nil, fmt.Errorf("demo: the injected agent's args %q set no listen address %sPORT to move to loopback", agent.Args, anyHost)
 	}
 	if first {
 		d.event("pod %s: the webhook injected the sidecar %q: %s %s", name, agent.Name, agent.Image, strings.Join(agent.Args, " "))
