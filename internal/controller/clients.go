@@ -48,9 +48,15 @@ type cacheEntry struct {
 	evictionAt time.Time
 	nodes      []redis.UniversalClient
 	done       chan struct{}                            // closed when the entry closes
-	stop       func()                                   // ends the lock-event subscriptions
 	byLock     map[string]map[types.NamespacedName]bool // lock name -> RedisLocks
+	// watches are the lock-event subscriptions, one per lock name in
+	// byLock; under the cache's mutex.
+	watches map[string]*lockWatch
 }
+
+// lockWatch is the subscription to one lock's events; stop is nil while
+// it is being set up.
+type lockWatch struct{ stop func() }
 
 func newClientCache(log logr.Logger, clk clock.WithDelayedExecution, changed chan<- event.GenericEvent) *clientCache {
 	return &clientCache{log: log, clock: clk, changed: changed, entries: map[string]*cacheEntry{}, users: map[types.NamespacedName]use{}}
@@ -64,9 +70,7 @@ func (c *clientCache) get(ctx context.Context, nn types.NamespacedName, cfg redi
 	key := cfg.Key()
 	c.mu.Lock()
 	if u, ok := c.users[nn]; ok && u != (use{key, lock}) {
-		if old := c.detach(nn, u); old != nil {
-			go old.close()
-		}
+		go c.detach(nn, u)()
 	}
 	e := c.entries[key]
 	c.mu.Unlock()
@@ -78,14 +82,14 @@ func (c *clientCache) get(ctx context.Context, nn types.NamespacedName, cfg redi
 		c.mu.Lock()
 		if c.closed {
 			c.mu.Unlock()
-			opened.close()
+			c.close(opened)
 			return nil, errStopping
 		}
 		if e = c.entries[key]; e == nil {
 			e = opened
 			c.entries[key] = e
 		} else {
-			defer opened.close()
+			defer c.close(opened)
 		}
 	} else {
 		c.mu.Lock()
@@ -95,13 +99,39 @@ func (c *clientCache) get(ctx context.Context, nn types.NamespacedName, cfg redi
 			return c.get(ctx, nn, cfg, lock)
 		}
 	}
-	defer c.mu.Unlock()
 	if e.byLock[lock] == nil {
 		e.byLock[lock] = map[types.NamespacedName]bool{}
 	}
 	e.byLock[lock][nn] = true
 	c.users[nn] = use{key, lock}
+	w, watched := e.watches[lock]
+	if !watched {
+		w = &lockWatch{}
+		e.watches[lock] = w
+	}
+	c.mu.Unlock()
+	if !watched {
+		c.watch(ctx, e, lock, w)
+	}
 	return e.lc, nil
+}
+
+// watch subscribes w to the events of lock on e's nodes, so that each
+// grant and release enqueues the RedisLocks of that lock. The subscription
+// is confirmed before the caller reads the lock, so no change after the
+// read goes unheard. A watch dropped meanwhile (its last RedisLock gone,
+// or the entry closed) is stopped again.
+func (c *clientCache) watch(ctx context.Context, e *cacheEntry, lock string, w *lockWatch) {
+	stop := e.lc.WatchEvents(ctx, lock, func() { c.notify(e, lock) })
+	c.mu.Lock()
+	keep := e.watches[lock] == w
+	if keep {
+		w.stop = stop
+	}
+	c.mu.Unlock()
+	if !keep {
+		stop()
+	}
 }
 
 // evictionRisk returns the outcome of the nodes' eviction check for nn's
@@ -129,33 +159,45 @@ func (c *clientCache) evictionRisk(ctx context.Context, nn types.NamespacedName,
 // forget records that nn no longer watches anything.
 func (c *clientCache) forget(nn types.NamespacedName) {
 	c.mu.Lock()
-	var unused *cacheEntry
+	cleanup := func() {}
 	if u, ok := c.users[nn]; ok {
-		unused = c.detach(nn, u)
+		cleanup = c.detach(nn, u)
 	}
 	c.mu.Unlock()
-	if unused != nil {
-		unused.close()
-	}
+	cleanup()
 }
 
-// detach removes nn from its entry and returns the entry if nothing uses
-// it any more, for the caller to close without c.mu held. c.mu is held.
-func (c *clientCache) detach(nn types.NamespacedName, u use) *cacheEntry {
+// detach removes nn from its entry, and returns what the caller must do
+// without c.mu held: stop the lock's subscription when nn was its last
+// RedisLock, and close the entry when nothing uses it any more. c.mu is
+// held.
+func (c *clientCache) detach(nn types.NamespacedName, u use) (cleanup func()) {
 	delete(c.users, nn)
 	e := c.entries[u.key]
 	if e == nil {
-		return nil
+		return func() {}
 	}
 	delete(e.byLock[u.lock], nn)
+	var stop func()
 	if len(e.byLock[u.lock]) == 0 {
 		delete(e.byLock, u.lock)
+		if w := e.watches[u.lock]; w != nil {
+			stop = w.stop // nil while watch sets it up; watch stops it then
+		}
+		delete(e.watches, u.lock)
 	}
-	if len(e.byLock) > 0 {
-		return nil
+	unused := len(e.byLock) == 0
+	if unused {
+		delete(c.entries, u.key)
 	}
-	delete(c.entries, u.key)
-	return e
+	return func() {
+		if stop != nil {
+			stop()
+		}
+		if unused {
+			c.close(e)
+		}
+	}
 }
 
 // closeAll closes every entry, when the controller stops.
@@ -165,12 +207,12 @@ func (c *clientCache) closeAll() {
 	c.entries, c.users, c.closed = map[string]*cacheEntry{}, map[types.NamespacedName]use{}, true
 	c.mu.Unlock()
 	for _, e := range entries {
-		e.close()
+		c.close(e)
 	}
 }
 
-// open dials the clients of cfg, checks that Redlock nodes are distinct
-// servers, and listens for lock events on each node.
+// open dials the clients of cfg and checks that Redlock nodes are
+// distinct servers.
 func (c *clientCache) open(ctx context.Context, cfg redisconn.Config) (*cacheEntry, error) {
 	nodes := cfg.Clients()
 	lc, err := redislock.New(nodes, &redislock.Options{Identity: "redislock-controller", NodeTimeout: cfg.NodeTimeout, Logger: c.log, Clock: c.clock})
@@ -183,11 +225,7 @@ func (c *clientCache) open(ctx context.Context, cfg redisconn.Config) (*cacheEnt
 		}
 		return nil, err
 	}
-	e := &cacheEntry{lc: lc, nodes: nodes, done: make(chan struct{}), byLock: map[string]map[types.NamespacedName]bool{}}
-	// The engine resubscribes after faults, and after a resubscription
-	// the server refused.
-	e.stop = lc.WatchEvents(context.WithoutCancel(ctx), func(lock string) { c.notify(e, lock) })
-	return e, nil
+	return &cacheEntry{lc: lc, nodes: nodes, done: make(chan struct{}), byLock: map[string]map[types.NamespacedName]bool{}, watches: map[string]*lockWatch{}}, nil
 }
 
 // notify enqueues the RedisLocks that watch lock.
@@ -208,9 +246,22 @@ func (c *clientCache) notify(e *cacheEntry, lock string) {
 	}
 }
 
-func (e *cacheEntry) close() {
+// close ends e's subscriptions and closes its clients, once nothing uses
+// it.
+func (c *clientCache) close(e *cacheEntry) {
 	close(e.done)
-	e.stop()
+	c.mu.Lock()
+	var stops []func()
+	for _, w := range e.watches {
+		if w.stop != nil {
+			stops = append(stops, w.stop)
+		}
+	}
+	e.watches = map[string]*lockWatch{}
+	c.mu.Unlock()
+	for _, stop := range stops {
+		stop()
+	}
 	for _, n := range e.nodes {
 		_ = n.Close()
 	}

@@ -697,7 +697,8 @@ func metricSeriesOf(t *testing.T, ns, name string) []series {
 }
 
 // The spec's Sentinel and Cluster modes reach Redis the way go-redis users
-// expect: the status shows the holder of a lock taken on that deployment.
+// expect: the status shows the holder of a lock taken on that deployment,
+// and on a Cluster the controller listens to the lock's shard channel.
 func TestSentinelAndClusterModes(t *testing.T) {
 	master := redistest.Start(t, redisproc.Options{})
 	sentinel := redistest.Start(t, redisproc.Options{SentinelFor: "mymaster " + master.Addr})
@@ -724,6 +725,22 @@ func TestSentinelAndClusterModes(t *testing.T) {
 	}
 	waitLock(t, sl, 10*time.Second, "the Sentinel lock's holder", func(got *v1alpha1.RedisLock) bool { return got.Status.HolderIdentity == "pod-s" })
 	waitLock(t, cl, 10*time.Second, "the Cluster lock's holder", func(got *v1alpha1.RedisLock) bool { return got.Status.HolderIdentity == "pod-c" })
+	// On a Cluster the lock's events are shard messages (SPUBLISH): the
+	// controller hears them only through a shard subscription, the one
+	// subscription on these nodes.
+	shardChannels := 0
+	for _, addr := range clusterAddrs {
+		c := redis.NewClient(&redis.Options{Addr: addr})
+		chans, err := c.PubSubShardChannels(ctx, "*").Result()
+		_ = c.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		shardChannels += len(chans)
+	}
+	if shardChannels != 1 {
+		t.Errorf("%d shard channels subscribed on the Cluster; want 1, the controller's of its lock", shardChannels)
+	}
 }
 
 // TLS with the CA from a Secret: Ready with the right CA, an x509 error

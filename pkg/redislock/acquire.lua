@@ -19,7 +19,8 @@
 --          held:  {counter, PTTL of the lock key in ms, the holder's value}.
 --          held back: {reason, ms until the node may grant the lock}, where
 --          reason 0 is the restart guard and 1 a vanished key.
--- On success, with ARGV[6] "1", it publishes "acquired" on KEYS[1] .. ":events".
+-- On success, with ARGV[6] "1", it publishes "acquired" on KEYS[1] .. ":events"
+-- (with SPUBLISH on a Redis Cluster: see scripts.go).
 --
 -- The key is set first, as the cheapest test of whether the lock is free; a
 -- lock that turns out held back is deleted again before the script ends, so

@@ -3,12 +3,14 @@ package redislock_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redislock/redislock/internal/testing/redisproc"
 	"github.com/redislock/redislock/internal/testing/redistest"
 	"github.com/redislock/redislock/pkg/redislock"
 )
@@ -352,5 +354,167 @@ func TestWaitAllReplicasInACluster(t *testing.T) {
 	})
 	if next.Fence() <= l.Fence() {
 		t.Fatalf("b's token %d after the failover is not above a's %d (S3)", next.Fence(), l.Fence())
+	}
+}
+
+// busMessages sums, over every node of a Cluster, the CLUSTER INFO
+// counters of broadcast PUBLISH messages sent on the cluster bus, and of
+// sharded ones (SPUBLISH) received.
+func busMessages(t *testing.T, c *redistest.Cluster) (publish, shard int) {
+	t.Helper()
+	for _, s := range c.Servers {
+		rc := s.Client()
+		info, err := rc.ClusterInfo(context.Background()).Result()
+		_ = rc.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for line := range strings.Lines(info) {
+			k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+			n, _ := strconv.Atoi(v)
+			switch k {
+			case "cluster_stats_messages_publish_sent":
+				publish += n
+			case "cluster_stats_messages_publishshard_received":
+				shard += n
+			}
+		}
+	}
+	return publish, shard
+}
+
+// On a Redis Cluster a lock's events are shard messages: a grant and a
+// release on a 3-master, 6-node Cluster send no broadcast PUBLISH across
+// the cluster bus (which reaches every node), only a sharded one to the
+// replica of the lock's shard; and a waiter on each of the names, spread
+// over the shards, is still woken at once by its release, over one
+// subscription per shard.
+func TestEventsStayInTheLocksShard(t *testing.T) {
+	cl := redistest.StartReplicatedCluster(t, 3, 1)
+	client := func(identity string) *redislock.Client {
+		cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs, ContextTimeoutEnabled: true})
+		t.Cleanup(func() { _ = cc.Close() })
+		c, err := redislock.New([]redis.UniversalClient{cc}, &redislock.Options{AssumeDurable: true, Identity: identity, NodeTimeout: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	holder, waiter := client("holder"), client("waiter")
+	ctx := context.Background()
+	names := []string{"alpha", "bravo", "charlie", "delta", "echo", "foxtrot"}
+	wakes := make([]<-chan struct{}, len(names))
+	for i, name := range names {
+		var stop func()
+		wakes[i], stop = waiter.WatchReleases(ctx, name)
+		defer stop()
+	}
+	publish0, shard0 := busMessages(t, cl)
+	for i, name := range names {
+		l, err := holder.Obtain(ctx, name, time.Minute)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		select {
+		case <-wakes[i]:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the release of %s woke no waiter", name)
+		}
+	}
+	// The counters count what is sent at once, but are read from other
+	// nodes: wait until the replicas have counted each grant and release.
+	var publish, shard int
+	waitFor(t, 10*time.Second, "the replicas to count the shard messages", func() bool {
+		publish, shard = busMessages(t, cl)
+		return shard-shard0 >= 2*len(names)
+	})
+	if publish != publish0 {
+		t.Errorf("%d broadcast PUBLISH messages crossed the cluster bus for %d grants and releases; want 0", publish-publish0, 2*len(names))
+	}
+	if shard-shard0 != 2*len(names) {
+		t.Errorf("%d shard messages received; want %d, one per grant and release at the shard's one replica", shard-shard0, 2*len(names))
+	}
+	if got := pubsubConns(t, cl); got != 3 {
+		t.Errorf("the waiter's watches of %d names hold %d pub/sub connections; want 3, one per shard", len(names), got)
+	}
+}
+
+// pubsubConns counts the pub/sub connections on every node of a Cluster.
+func pubsubConns(t *testing.T, c *redistest.Cluster) int {
+	t.Helper()
+	n := 0
+	for _, s := range c.Servers {
+		n += pubsubClients(t, s)
+	}
+	return n
+}
+
+// A watch follows its lock's slot to another shard: after the slot is
+// migrated (the old master drops the shard channel, or refuses it with
+// MOVED), a release on the new master still wakes the waiter, and a
+// watch of a name that stayed keeps working.
+func TestWatchFollowsItsSlotToAnotherShard(t *testing.T) {
+	cl := redistest.StartReplicatedCluster(t, 3, 0)
+	client := func(identity string) *redislock.Client {
+		cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs, ContextTimeoutEnabled: true})
+		t.Cleanup(func() { _ = cc.Close() })
+		c, err := redislock.New([]redis.UniversalClient{cc}, &redislock.Options{AssumeDurable: true, Identity: identity, NodeTimeout: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	holder, waiter := client("holder"), client("waiter")
+	ctx := context.Background()
+	admin := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs})
+	t.Cleanup(func() { _ = admin.Close() })
+	slot, err := admin.ClusterKeySlot(ctx, lockKey("migrant")).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	from, err := cl.SlotShard(ctx, slot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var to *redisproc.Server
+	for _, s := range cl.Servers {
+		if s != from.Master {
+			to = s
+			break
+		}
+	}
+	wakes := map[string]<-chan struct{}{}
+	for _, name := range []string{"migrant", "alpha", "bravo"} {
+		var stop func()
+		wakes[name], stop = waiter.WatchReleases(ctx, name)
+		defer stop()
+	}
+	if err := cl.MigrateSlot(ctx, slot, to); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"migrant", "alpha", "bravo"} {
+		// The waiter may still be moving its subscription: each release
+		// of a retry wakes it once it is there.
+		woken := false
+		for deadline := time.Now().Add(20 * time.Second); !woken && time.Now().Before(deadline); {
+			l, err := holder.Obtain(ctx, name, time.Minute)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if err := l.Release(ctx); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			select {
+			case <-wakes[name]:
+				woken = true
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+		if !woken {
+			t.Fatalf("no release of %s woke its waiter within 20s of the migration of slot %d from %s to %s", name, slot, from.Master.Addr, to.Addr)
+		}
 	}
 }

@@ -2,10 +2,7 @@ package redislock
 
 import (
 	"context"
-	"strings"
 	"sync"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // eventReleased is what a release or force-release publishes on the
@@ -13,7 +10,8 @@ import (
 // eventAcquired what a grant publishes once it counts (with WaitReplicas,
 // once the replicas acknowledged it). A Client's watches are the only
 // readers of these channels in this module: nothing else spells their
-// names.
+// names. On a Redis Cluster they are shard channels (SPUBLISH), which stay
+// within the shard of the lock's slot.
 const (
 	eventReleased = "released"
 	eventAcquired = "acquired"
@@ -35,7 +33,7 @@ func (c *Client) announceGrant(ctx context.Context, l *Lock, took []int) {
 		go func() {
 			call, cancel := context.WithTimeout(ctx, c.opts.NodeTimeout)
 			defer cancel()
-			if err := c.nodes[i].client.Publish(call, channel, eventAcquired).Err(); err != nil {
+			if err := c.nodes[i].publish(call, channel, eventAcquired); err != nil {
 				c.opts.Logger.V(1).Info("could not announce a grant; watchers notice it at their next look", "lock", l.keys.name, "node", c.nodes[i].name, "error", err.Error())
 			}
 		}()
@@ -50,94 +48,67 @@ func (c *Client) announceGrant(ctx context.Context, l *Lock, took []int) {
 // is not missed; it resubscribes after a node fault, and after the server
 // refused a resubscription, with a PING per 30s of silence to find out.
 // The watches of one Client share one subscription (one connection) per
-// node, whatever their number and names. Call stop to unsubscribe.
+// node, whatever their number and names; on a Redis Cluster, one per
+// shard that serves a watched name, where the releases are published
+// (SPUBLISH). Call stop to unsubscribe.
 func (c *Client) WatchReleases(ctx context.Context, name string) (wake <-chan struct{}, stop func()) {
-	channel := keysFor(c.opts.KeyPrefix, name).channel()
 	w := &releaseWatch{wake: make(chan struct{}, 1)}
+	return w.wake, c.watch(ctx, name, w)
+}
+
+// WatchEvents subscribes to the events of the lock called name on every
+// node, and calls handle at each grant and each release (force-releases
+// included), one call at a time per subscription. A grant that replicas
+// refused (WaitReplicas) and was given back calls nothing. A lock held
+// across several nodes announces on each, so handle may be called once
+// per node for one change. It waits for the subscription to be confirmed,
+// keeps it alive and shares it with the Client's other watches, as
+// WatchReleases does. handle must return promptly and must not call stop.
+// Call stop to unsubscribe; handle is not called after stop returns.
+func (c *Client) WatchEvents(ctx context.Context, name string, handle func()) (stop func()) {
+	return c.watch(ctx, name, &releaseWatch{handle: handle})
+}
+
+// watchTurn is WatchReleases for ObtainWait: a release wakes the Client's
+// waiters of the lock one at a time, in turn, instead of all of them. A
+// woken waiter that does not try again must call stop(true), which hands
+// the wake-up on to the next one, so that a release is never swallowed by
+// a waiter that left; stop(false) ends the watch otherwise.
+func (c *Client) watchTurn(ctx context.Context, name string) (w *releaseWatch, stop func(passOn bool)) {
+	w = &releaseWatch{wake: make(chan struct{}, 1), queued: true}
+	end := c.watch(ctx, name, w)
+	channel := keysFor(c.opts.KeyPrefix, name).channel()
+	return w, func(passOn bool) {
+		end()
+		if passOn && w.owed.Load() {
+			for _, r := range c.releases {
+				r.passTurn(channel)
+			}
+		}
+	}
+}
+
+// watch adds w to the watches of the lock called name on every node,
+// waiting up to NodeTimeout per node for the subscription to be
+// confirmed, and returns the function that ends it.
+func (c *Client) watch(ctx context.Context, name string, w *releaseWatch) (stop func()) {
+	channel := keysFor(c.opts.KeyPrefix, name).channel()
 	for i, r := range c.releases {
 		confirm, cancel := context.WithTimeout(ctx, c.opts.NodeTimeout)
 		select {
 		case <-r.add(confirm, channel, w):
 		case <-confirm.Done():
-			c.opts.Logger.V(1).Info("subscription not confirmed; releases on this node are noticed at expiry until it is", "node", c.nodes[i].name, "error", confirm.Err().Error())
+			c.opts.Logger.V(1).Info("subscription not confirmed; events on this node are noticed at expiry until it is", "node", c.nodes[i].name, "error", confirm.Err().Error())
 		}
 		cancel()
 	}
 	var once sync.Once
-	return w.wake, func() {
+	return func() {
 		once.Do(func() {
 			for _, r := range c.releases {
 				r.remove(context.WithoutCancel(ctx), channel, w)
 			}
+			w.end()
 		})
 	}
-}
-
-// WatchEvents subscribes, on every node, to the events of every lock under
-// this Client's KeyPrefix, and calls handle with the lock's name at each
-// grant and each release (force-releases included), one call at a time per
-// node. A grant that replicas refused (WaitReplicas) and was given back
-// calls nothing. It waits up to NodeTimeout per node for each subscription to be
-// confirmed, and keeps each alive as WatchReleases does.
-// A lock held across several nodes announces on each, so handle may be
-// called once per node for one change. Call stop to unsubscribe; handle is
-// not called after stop returns.
-func (c *Client) WatchEvents(ctx context.Context, handle func(name string)) (stop func()) {
-	pattern := eventsPattern(c.opts.KeyPrefix)
-	onMessage := func(msg *redis.Message) {
-		if name, ok := lockOfChannel(c.opts.KeyPrefix, msg.Channel); ok {
-			handle(name)
-		}
-	}
-	// stop ends the keepers too while they back off between resubscriptions.
-	ctx, cancel := context.WithCancel(ctx)
-	subs := make([]*redis.PubSub, len(c.nodes))
-	var wg sync.WaitGroup
-	for i, n := range c.nodes {
-		sub := n.client.PSubscribe(ctx, pattern)
-		subs[i] = sub
-		confirm, cancelConfirm := context.WithTimeout(ctx, c.opts.NodeTimeout)
-		_, err := sub.Receive(confirm)
-		cancelConfirm()
-		if err != nil {
-			c.opts.Logger.V(1).Info("subscription not confirmed; events on this node are noticed at expiry until it is", "node", n.name, "error", err.Error())
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			keepSubscription(ctx, c.opts.Clock, c.opts.Logger, sub, func(ctx context.Context) error { return sub.PSubscribe(ctx, pattern) }, onMessage, nil)
-		}()
-	}
-	return func() {
-		cancel()
-		for _, s := range subs {
-			_ = s.Close()
-		}
-		wg.Wait()
-	}
-}
-
-// eventsPattern is a PSUBSCRIBE pattern that matches the events channel of
-// every lock under prefix, and no other key's name: prefix's glob
-// characters are escaped, and lock names hold no braces.
-func eventsPattern(prefix string) string {
-	var b strings.Builder
-	for _, r := range prefix {
-		if strings.ContainsRune(`*?[]\`, r) {
-			b.WriteByte('\\')
-		}
-		b.WriteRune(r)
-	}
-	return b.String() + "{*}" + eventsSuffix
-}
-
-// lockOfChannel returns the name of the lock under prefix whose events
-// channel is channel, and false for any other channel.
-func lockOfChannel(prefix, channel string) (string, bool) {
-	name, ok := strings.CutPrefix(channel, prefix+"{")
-	if !ok {
-		return "", false
-	}
-	name, ok = strings.CutSuffix(name, "}"+eventsSuffix)
-	return name, ok && checkName(name) == nil
 }

@@ -1,6 +1,9 @@
 package redislock
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // The value format, for the external tests that read or forge lock keys.
 type Value = value
@@ -38,8 +41,8 @@ const CheckEvery = checkEvery
 // does.
 var KeepSubscription = keepSubscription
 
-// EventsPattern and LockOfChannel are eventsPattern and lockOfChannel.
-var (
-	EventsPattern = eventsPattern
-	LockOfChannel = lockOfChannel
-)
+// WatchTurn is Client.watchTurn, its watch's wake channel.
+func WatchTurn(c *Client, ctx context.Context, name string) (wake <-chan struct{}, stop func(passOn bool)) {
+	w, stop := c.watchTurn(ctx, name)
+	return w.wake, stop
+}

@@ -12,7 +12,8 @@
 --          had no expiry (its holder, if alive, renewed within it)
 -- Reply    ms until the lock may be granted (0: at once) if deleted, -1 if the
 --          key is missing or holds another value.
--- On success it publishes "released" on KEYS[1] .. ":events".
+-- On success it publishes "released" on KEYS[1] .. ":events" (with SPUBLISH
+-- on a Redis Cluster: see scripts.go).
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return -1
 end

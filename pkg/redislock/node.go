@@ -54,8 +54,14 @@ func newNode(name string, rc redis.UniversalClient, replicas int, timeout time.D
 
 // eval runs the script call laid out by script.args and returns its reply;
 // on NOSCRIPT (after a restart or SCRIPT FLUSH) it sends the source with
-// EVAL, which also loads it for the next EVALSHA.
+// EVAL, which also loads it for the next EVALSHA. On a Redis Cluster it
+// runs the script's sharded twin, whose events stay in the lock's shard.
 func (n *node) eval(ctx context.Context, s *script, args []any) (any, error) {
+	if n.cluster != nil && s.sharded != nil {
+		s = s.sharded
+		args = slices.Clone(args)
+		args[1] = &s.sha
+	}
 	send := n.process
 	if s.writes && n.replicas != 0 {
 		send = n.processAndWait
@@ -67,6 +73,43 @@ func (n *node) eval(ctx context.Context, s *script, args []any) (any, error) {
 		return send(ctx, args)
 	}
 	return v, err
+}
+
+// publish publishes message on a lock's events channel: with SPUBLISH on
+// a Redis Cluster, where a PUBLISH would cross the cluster bus to every
+// node, and with PUBLISH elsewhere.
+func (n *node) publish(ctx context.Context, channel, message string) error {
+	if n.cluster != nil {
+		return n.cluster.SPublish(ctx, channel, message).Err()
+	}
+	return n.client.Publish(ctx, channel, message).Err()
+}
+
+// newSubscription opens a subscription to a lock's events channel: with
+// SSUBSCRIBE on a Redis Cluster, on the master of the channel's slot, where
+// the scripts' SPUBLISH delivers, and with SUBSCRIBE elsewhere.
+func (n *node) newSubscription(ctx context.Context, channel string) *redis.PubSub {
+	if n.cluster != nil {
+		return n.cluster.SSubscribe(ctx, channel)
+	}
+	return n.client.Subscribe(ctx, channel)
+}
+
+// subscribe adds channels to sub, a subscription from newSubscription.
+func (n *node) subscribe(ctx context.Context, sub *redis.PubSub, channels ...string) error {
+	if n.cluster != nil {
+		return sub.SSubscribe(ctx, channels...)
+	}
+	return sub.Subscribe(ctx, channels...)
+}
+
+// unsubscribe removes channels from sub, a subscription from
+// newSubscription.
+func (n *node) unsubscribe(ctx context.Context, sub *redis.PubSub, channels ...string) error {
+	if n.cluster != nil {
+		return sub.SUnsubscribe(ctx, channels...)
+	}
+	return sub.Unsubscribe(ctx, channels...)
 }
 
 // process sends one command. A lone call goes straight to the client, one

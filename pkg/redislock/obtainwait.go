@@ -56,6 +56,10 @@ func checkRetry(b *wait.Backoff) error {
 // It does not poll: it sleeps until the holder's keys would expire and
 // wakes at once when the holder releases (it subscribes to the lock's
 // release messages, as WatchReleases does, after its first attempt fails).
+// The waiters of one Client for one lock are woken one per release (per
+// node on Redlock), in the order they started to wait, rather than all
+// racing for it; a woken waiter that leaves without the lock wakes the
+// next.
 // After a race that no one won (Redlock: candidates split the nodes) it
 // backs off at random within 2/15 of the ttl. It waits out the restart
 // guard (ErrGuarded) for the time the nodes report, and gives up at once
@@ -90,10 +94,10 @@ func (c *Client) ObtainWait(ctx context.Context, name string, ttl time.Duration,
 }
 
 // obtainWait is ObtainWait's loop, after its checks.
-func (c *Client) obtainWait(ctx context.Context, name string, ttl time.Duration, opts ObtainOptions, retry wait.Backoff) (*Lock, error) {
+func (c *Client) obtainWait(ctx context.Context, name string, ttl time.Duration, opts ObtainOptions, retry wait.Backoff) (_ *Lock, err error) {
 	clock := c.opts.Clock
 	var (
-		wake <-chan struct{}
+		turn *releaseWatch
 		last error
 	)
 	// attempt counts the attempts that Retry.Steps bounds: not the one
@@ -127,7 +131,7 @@ func (c *Client) obtainWait(ctx context.Context, name string, ttl time.Duration,
 			d = afterRefusal(h, ttl, ttl*2/15)
 		case errors.Is(err, ErrNotObtained):
 			d = afterRefusal(h, ttl, ttl*2/15)
-			if wake == nil {
+			if turn == nil {
 				// A release between this refusal and the subscription
 				// would go unheard: try again at once once subscribed.
 				d = 0
@@ -137,10 +141,10 @@ func (c *Client) obtainWait(ctx context.Context, name string, ttl time.Duration,
 		default:
 			d = jitter(ttl * 2 / 15)
 		}
-		if wake == nil {
-			var stop func()
-			wake, stop = c.WatchReleases(ctx, name)
-			defer stop()
+		if turn == nil {
+			var stop func(passOn bool)
+			turn, stop = c.watchTurn(ctx, name)
+			defer func() { stop(err != nil) }()
 		}
 		if d == 0 {
 			continue
@@ -150,7 +154,8 @@ func (c *Client) obtainWait(ctx context.Context, name string, ttl time.Duration,
 		case <-ctx.Done():
 			timer.Stop()
 			return nil, waitEnded(ctx, name, last)
-		case <-wake:
+		case <-turn.wake:
+			turn.owed.Store(false)
 		case <-timer.C():
 		}
 		timer.Stop()

@@ -318,3 +318,100 @@ func TestObtainWaitRetryStepsWaitBetweenAttempts(t *testing.T) {
 		})
 	}
 }
+
+// The waiters of one Client are woken one per release, in turn, instead
+// of all racing for the lock: twenty waiters on one name cost one
+// attempt per handover and node (the woken one's; on Redlock each node's
+// message may wake another), not twenty, and on one node each is granted
+// the lock in the order it started to wait.
+func TestObtainWaitWakesTheWaitersOfAClientInTurn(t *testing.T) {
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			servers := redistest.StartN(t, m.nodes)
+			opts := redislock.Options{AssumeDurable: true, NodeTimeout: 5 * time.Second}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			holder := clientWith(t, opts, servers...)
+			l, err := holder.Obtain(ctx, "turns", time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			attempts := &attemptCounter{}
+			opts.Metrics, opts.Identity = attempts, "waiters"
+			waiters := clientWith(t, opts, servers...)
+			const n = 20
+			type grant struct {
+				i int
+				result
+			}
+			got := make(chan grant, n)
+			for i := range n {
+				go func() { r := <-obtainWaitAsync(ctx, waiters, "turns", time.Minute, nil); got <- grant{i, r} }()
+				// Each waits (two refused attempts: before and after it
+				// subscribed) before the next starts, so their turns
+				// follow i.
+				waitFor(t, 10*time.Second, fmt.Sprintf("waiter %d to wait", i), func() bool { return attempts.n.Load() >= int64(2*(i+1)) })
+			}
+			before := attempts.n.Load()
+			for i := range n {
+				if err := l.Release(ctx); err != nil {
+					t.Fatal(err)
+				}
+				select {
+				case g := <-got:
+					if g.err != nil {
+						t.Fatalf("waiter %d: %v", g.i, g.err)
+					}
+					if m.nodes == 1 && g.i != i {
+						t.Errorf("handover %d went to waiter %d; want %d, whose turn it was", i, g.i, i)
+					}
+					l = g.l
+				case <-time.After(10 * time.Second):
+					t.Fatalf("handover %d: no waiter granted within 10s", i)
+				}
+			}
+			if err := l.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if a := attempts.n.Load() - before; a > int64(n*m.nodes+2) {
+				t.Errorf("%d attempts for %d handovers on %d nodes; want at most about one per handover and node", a, n, m.nodes)
+			}
+		})
+	}
+}
+
+// A waiter woken in its turn that leaves without trying (its context
+// ended) hands the wake-up on to the next, so that no release is lost on
+// a waiter that left; one that acted on its wake-up hands nothing on.
+func TestATurnIsPassedOnByAWaiterThatLeaves(t *testing.T) {
+	servers := redistest.StartN(t, 1)
+	ctx := context.Background()
+	c := clientWith(t, redislock.Options{AssumeDurable: true, NodeTimeout: 5 * time.Second}, servers...)
+	first, stopFirst := redislock.WatchTurn(c, ctx, "turn")
+	second, stopSecond := redislock.WatchTurn(c, ctx, "turn")
+	defer stopSecond(false)
+	waitSubscribed(t, servers, "turn", 1)
+	l, err := clientWith(t, redislock.Options{AssumeDurable: true, Identity: "h"}, servers...).Obtain(ctx, "turn", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-first:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the release woke not the first waiter")
+	}
+	select {
+	case <-second:
+		t.Fatal("the release woke the second waiter too, out of its turn")
+	default:
+	}
+	stopFirst(true)
+	select {
+	case <-second:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first waiter left without trying, and its turn did not pass to the second")
+	}
+}

@@ -6,7 +6,8 @@
 -- KEYS[3]  the holder's metadata
 -- ARGV[1]  our value
 -- Reply    1 if deleted, 0 if the key is missing or holds another value.
--- On success it publishes "released" on KEYS[1] .. ":events".
+-- On success it publishes "released" on KEYS[1] .. ":events" (with SPUBLISH
+-- on a Redis Cluster: see scripts.go).
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
   redis.call('PUBLISH', KEYS[1] .. ':events', 'released')

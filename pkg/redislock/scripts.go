@@ -4,6 +4,7 @@ import (
 	"crypto/sha1"
 	_ "embed"
 	"encoding/hex"
+	"strings"
 )
 
 // script is one of the Lua scripts; each file's header names its KEYS, ARGV
@@ -15,11 +16,26 @@ type script struct {
 	// writes says a lock holder's belief rests on the script's writes,
 	// so they must reach the replicas when Options.WaitReplicas asks.
 	writes bool
+	// sharded is the script's twin for Redis Cluster nodes, where it
+	// publishes its events with SPUBLISH, or nil when it publishes
+	// nothing (see node.eval).
+	sharded *script
 }
+
+// publishCall and spublishCall are how a script publishes a lock's events
+// to every node of a deployment, and to the shard of the lock's slot only.
+const (
+	publishCall  = "redis.call('PUBLISH',"
+	spublishCall = "redis.call('SPUBLISH',"
+)
 
 func newScript(src, numKeys string, writes bool) *script {
 	sum := sha1.Sum([]byte(src))
-	return &script{src: src, sha: hex.EncodeToString(sum[:]), numKeys: numKeys, writes: writes}
+	s := &script{src: src, sha: hex.EncodeToString(sum[:]), numKeys: numKeys, writes: writes}
+	if strings.Contains(src, publishCall) {
+		s.sharded = newScript(strings.ReplaceAll(src, publishCall, spublishCall), numKeys, writes)
+	}
+	return s
 }
 
 // appendArgs lays out an EVALSHA of s with keysAndArgs in a. Arguments are
