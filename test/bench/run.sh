@@ -5,7 +5,9 @@
 #     with the servers' CPU and commands per op), saved as
 #     $OUT/interleaved.json, then its lock benchmarks, saved as
 #     $OUT/bench.txt, then TestWaiters (many ObtainWait waiters on one
-#     Client), saved as $OUT/waiters.json.
+#     Client), saved as $OUT/waiters.json, then TestClusterEvents (the
+#     cluster-bus messages of grants and releases on a Redis Cluster),
+#     saved as $OUT/clusterevents.json.
 #  2. In the main module, against envtest: TestControllerBenchmark,
 #     TestFailoverBenchmark (shorter than `make bench-failover`),
 #     TestLeadershipThroughAPIServerOutage and TestSteadyStateBenchmark,
@@ -56,11 +58,12 @@ source=$(git -C "$root" describe --always --dirty)
 
 mkdir -p "$out"
 # A part that does not finish must not be reported from an earlier run.
-rm -f "$out/REPORT.md" "$out/interleaved.json" "$out/bench.txt" "$out/controller.json" "$out/waiters.json" "$out/failover.json" "$out/outage.json" "$out/steady.json" "$out"/*.png
+rm -f "$out/REPORT.md" "$out/interleaved.json" "$out/bench.txt" "$out/controller.json" "$out/waiters.json" "$out/clusterevents.json" "$out/failover.json" "$out/outage.json" "$out/steady.json" "$out"/*.png
 
 INTERLEAVED_JSON="$out/interleaved.json" go test -count=1 -timeout 30m -run '^TestInterleaved$' -v .
 go test -run '^$' -bench . -benchmem -count "$count" -benchtime "$benchtime" . | tee "$out/bench.txt"
 WAITERS_JSON="$out/waiters.json" go test -count=1 -timeout 30m -run '^TestWaiters$' -v .
+CLUSTER_EVENTS_JSON="$out/clusterevents.json" go test -count=1 -timeout 10m -run '^TestClusterEvents$' -v .
 
 e2e=0
 (cd "$root" && CONTROLLER_BENCH_JSON="$out/controller.json" FAILOVER_JSON="$out/failover.json" OUTAGE_JSON="$out/outage.json" STEADY_JSON="$out/steady.json" \

@@ -104,6 +104,10 @@ func TestReportHasEverySectionAndPlot(t *testing.T) {
 		{Name: "single", Waiters: 1, Names: 1, Connections: 2, PubSubConnections: 1, PoolSize: 20, ClientBytes: 1 << 20, HandoverSeconds: []float64{0.0004, 0.0005}, RedisCPUSeconds: []float64{0.0002, 0.0003}, Scripts: []int64{2, 2}},
 		{Name: "herd", Waiters: 1000, Names: 1, Connections: 22, PubSubConnections: 1, PoolSize: 20, ClientBytes: 8 << 20, HandoverSeconds: []float64{0.0004, 0.002}, RedisCPUSeconds: []float64{0.02, 0.03}, Scripts: []int64{1000, 999}},
 	}})
+	write("clusterevents.json", clusterEvents{Masters: 3, Replicas: 1, Cycles: 100, Cases: []clusterEventsCase{
+		{Name: "PUBLISH", Events: 200, BusMessages: 1000, NodesReached: 6},
+		{Name: "SPUBLISH", Events: 200, BusMessages: 200, NodesReached: 3},
+	}})
 
 	ser := func(ns ...float64) []interleavedSample {
 		var out []interleavedSample
@@ -154,6 +158,9 @@ func TestReportHasEverySectionAndPlot(t *testing.T) {
 		"| herd | 1000 | 1 | 22 (20) | 1 | 8.0 MiB | 400 µs | 2000 µs | 4.00 | 20000 µs | 999 |",
 		"| herd | connections ≤ pool size + 1 subscription | 22 (pool 20) | MISS |",
 		"| herd | handover p99 ≤ 2× the single waiter's (500 µs) | 2000 µs | MISS |",
+		"| PUBLISH | 200 | 1000 | 5.00 | 6 of 6 |",
+		"| SPUBLISH | 200 | 200 | 1.00 | 3 of 6 |",
+		"| a grant or release reaches only its shard: ≤ 1 bus message (its replicas) per event | 1.00 | PASS |",
 		"the run took 12m0s",
 		"| abc1234-dirty |",
 	} {
@@ -184,7 +191,7 @@ func TestReportSaysWhatWasNotRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"Not run (no failover.json).", "Not run (no outage.json).", "Not run (no steady.json).", "Not run (no controller.json).", "Not run (no waiters.json)."} {
+	for _, want := range []string{"Not run (no failover.json).", "Not run (no outage.json).", "Not run (no steady.json).", "Not run (no controller.json).", "Not run (no waiters.json).", "Not run (no clusterevents.json)."} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("REPORT.md lacks %q", want)
 		}

@@ -87,6 +87,24 @@ type waitersScenario struct {
 	Scripts           []int64   `json:"scripts"`
 }
 
+// clusterEvents is what TestClusterEvents (this module) writes to
+// $CLUSTER_EVENTS_JSON; the field names are the contract between the two.
+type clusterEvents struct {
+	Masters  int                 `json:"masters"`
+	Replicas int                 `json:"replicas"`
+	Cycles   int                 `json:"cycles"`
+	Cases    []clusterEventsCase `json:"cases"`
+}
+
+// clusterEventsCase is one way of announcing the grants and releases: the
+// pub/sub messages on the cluster bus, and the nodes that received any.
+type clusterEventsCase struct {
+	Name         string `json:"name"`
+	Events       int    `json:"events"`
+	BusMessages  int    `json:"busMessages"`
+	NodesReached int    `json:"nodesReached"`
+}
+
 // steadyState is what TestSteadyStateBenchmark (test/e2e) writes to
 // $STEADY_JSON; the field names are the contract between the two.
 type steadyState struct {

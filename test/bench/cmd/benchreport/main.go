@@ -93,6 +93,9 @@ func run(stdout io.Writer, dir string, rp report) error {
 	if rp.waiters, err = loadJSON[waiters](filepath.Join(dir, "waiters.json")); err != nil {
 		return err
 	}
+	if rp.events, err = loadJSON[clusterEvents](filepath.Join(dir, "clusterevents.json")); err != nil {
+		return err
+	}
 	if err := rp.write(dir); err != nil {
 		return err
 	}

@@ -9,7 +9,7 @@ import (
 )
 
 // report is everything REPORT.md shows; failover, outage, steady,
-// controller and waiters are nil when that part was not run, and elapsed is 0 when
+// controller, waiters and events are nil when that part was not run, and elapsed is 0 when
 // it is not known (a report of parts run separately).
 type report struct {
 	bench      results
@@ -19,6 +19,7 @@ type report struct {
 	steady     *steadyState
 	controller *controllerScale
 	waiters    *waiters
+	events     *clusterEvents
 	machine    machine
 	source     string
 	command    string
@@ -72,7 +73,7 @@ func (rp report) markdown(w *strings.Builder, plots map[string]plotFile) {
 	if rp.elapsed > 0 {
 		fmt.Fprintf(w, "; the run took %v", rp.elapsed.Round(time.Second))
 	}
-	fmt.Fprintln(w, ". The inputs are next to this file: `interleaved.json` (TestInterleaved of `test/bench`), `bench.txt` (`go test -bench` output of `test/bench`), `failover.json`, `outage.json`, `steady.json`, `controller.json`, `waiters.json`.")
+	fmt.Fprintln(w, ". The inputs are next to this file: `interleaved.json` (TestInterleaved of `test/bench`), `bench.txt` (`go test -bench` output of `test/bench`), `failover.json`, `outage.json`, `steady.json`, `controller.json`, `waiters.json`, `clusterevents.json`.")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "The numbers are from this one machine; they move with it, so compare ratios within a run.")
 	fmt.Fprintln(w)
@@ -186,5 +187,13 @@ func (rp report) markdown(w *strings.Builder, plots map[string]plotFile) {
 		writeWaiters(w, wt)
 	} else {
 		fmt.Fprintln(w, "Not run (no waiters.json).")
+	}
+
+	fmt.Fprintln(w, "\n## Lock events on a Redis Cluster")
+	fmt.Fprintln(w)
+	if ev := rp.events; ev != nil {
+		writeClusterEvents(w, ev)
+	} else {
+		fmt.Fprintln(w, "Not run (no clusterevents.json).")
 	}
 }

@@ -141,3 +141,23 @@ func writeWaiters(w *strings.Builder, wt *waiters) {
 
 // micros formats seconds as whole microseconds.
 func micros(v float64) string { return fmt.Sprintf("%.0f µs", v*1e6) }
+
+// writeClusterEvents writes the cluster-bus table and its goal: a lock's
+// events reach only its own shard's replicas.
+func writeClusterEvents(w *strings.Builder, ev *clusterEvents) {
+	nodes := ev.Masters * (1 + ev.Replicas)
+	fmt.Fprintf(w, "%d grants and releases of %d lock names on a Redis Cluster of %d masters with %d replica each (TestClusterEvents of `test/bench`): the pub/sub messages the nodes sent each other on the cluster bus (`cluster_stats_messages_publish*_sent` of `CLUSTER INFO`, summed over the nodes), and how many nodes received any. The broadcast case publishes the same messages on the same channels with `PUBLISH`, as the scripts did before they used `SPUBLISH` on a Cluster.\n\n", ev.Cycles, ev.Cycles, ev.Masters, ev.Replicas)
+	fmt.Fprintln(w, "| how | events | bus messages | per event | nodes reached |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|")
+	for _, c := range ev.Cases {
+		fmt.Fprintf(w, "| %s | %d | %d | %.2f | %d of %d |\n", c.Name, c.Events, c.BusMessages, float64(c.BusMessages)/float64(c.Events), c.NodesReached, nodes)
+	}
+	if len(ev.Cases) == 0 {
+		return
+	}
+	last := ev.Cases[len(ev.Cases)-1]
+	per := float64(last.BusMessages) / float64(last.Events)
+	fmt.Fprintln(w, "\n| goal | measured | verdict |")
+	fmt.Fprintln(w, "|---|---:|---|")
+	fmt.Fprintf(w, "| a grant or release reaches only its shard: ≤ %d bus message (its replicas) per event | %.2f | %s |\n", ev.Replicas, per, verdict(per <= float64(ev.Replicas)))
+}
