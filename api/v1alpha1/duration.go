@@ -12,9 +12,17 @@ import (
 // unit. The XValidation rules of these types write isDuration(x) for
 // x.matches(DurationPattern), which no CEL library has: make manifests
 // (hack/crdrules) writes it out in the CRDs, so the pattern is written
-// once. A rule guards each duration() call with it, so that a bad text
+// once, as are the other shorthands the rules use. A rule guards each duration() call with it, so that a bad text
 // gets the field's own message, not a CEL evaluation error.
 const DurationPattern = `^((0*[0-9]{1,4}([.][0-9]*)?|[.][0-9]+)h|(0*[0-9]{1,6}([.][0-9]*)?|[.][0-9]+)m|(0*[0-9]{1,8}([.][0-9]*)?|[.][0-9]+)s|(0*[0-9]{1,11}([.][0-9]*)?|[.][0-9]+)ms|(0*[0-9]{1,14}([.][0-9]*)?|[.][0-9]+)(us|µs|μs)|(0*[0-9]{1,17}([.][0-9]*)?|[.][0-9]+)ns)+$`
+
+// MinDuration and MaxDuration bound every duration of these types; a rule
+// writes isDurationInRange(x) for x a duration between them (see
+// hack/crdrules).
+const (
+	MinDuration = "1ms"
+	MaxDuration = "8760h"
+)
 
 // Duration is a length of time written as Go writes it ("15s", "1m30s").
 // Unlike metav1.Duration it decodes any string: one that Go cannot parse

@@ -166,7 +166,7 @@ type RedisConnectionSpec struct {
 	// +kubebuilder:default="200ms"
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=64
-	// +kubebuilder:validation:XValidation:rule="isDuration(self) && duration(self) >= duration('1ms') && duration(self) <= duration('8760h')",message="nodeTimeout must be a duration from 1ms to 8760h, written as in 15s, 1m30s, 500ms or 1.5h: numbers, each followed by a unit (ns, us, ms, s, m or h), without spaces; for days, use hours (24h)"
+	// +kubebuilder:validation:XValidation:rule="isDurationInRange(self)",message="nodeTimeout must be a duration from 1ms to 8760h, written as in 15s, 1m30s, 500ms or 1.5h: numbers, each followed by a unit (ns, us, ms, s, m or h), without spaces; for days, use hours (24h)"
 	NodeTimeout *Duration `json:"nodeTimeout,omitempty"`
 	// waitReplicas is how many of the master's replicas must acknowledge
 	// each acquisition and renewal (Redis WAIT, within nodeTimeout) before
@@ -232,9 +232,9 @@ const (
 // server accepts a timing exactly when the engine does. Each first checks
 // the durations it reads as their fields' rules do, so that a bad duration
 // gets one message, its field's.
-// +kubebuilder:validation:XValidation:rule="![self.ttl, self.?renewInterval.orValue('1s'), self.?renewDeadline.orValue('1s')].all(d, isDuration(d) && duration(d) >= duration('1ms') && duration(d) <= duration('8760h')) || (has(self.renewInterval) ? int(duration(self.renewInterval)) : int(duration(self.ttl)) * 2 / 15) < (has(self.renewDeadline) ? int(duration(self.renewDeadline)) : int(duration(self.ttl)) * 2 / 3)",messageExpression="'renewInterval ' + (has(self.renewInterval) ? self.renewInterval : '(unset: 2/15 of ttl ' + self.ttl + ')') + ' must be shorter than renewDeadline ' + (has(self.renewDeadline) ? self.renewDeadline : '(unset: 2/3 of ttl ' + self.ttl + ')')",fieldPath=".renewInterval"
-// +kubebuilder:validation:XValidation:rule="![self.ttl, self.?renewDeadline.orValue('1s')].all(d, isDuration(d) && duration(d) >= duration('1ms') && duration(d) <= duration('8760h')) || (has(self.renewDeadline) ? int(duration(self.renewDeadline)) : int(duration(self.ttl)) * 2 / 3) < int(duration(self.ttl)) - int(duration(self.ttl)) / 100 - 2000000",messageExpression="'renewDeadline ' + (has(self.renewDeadline) ? self.renewDeadline : '(unset: 2/3 of ttl ' + self.ttl + ')') + ' must be shorter than ttl ' + self.ttl + ' less the allowance for clock drift, 1% of ttl + 2ms'",fieldPath=".renewDeadline"
-// +kubebuilder:validation:XValidation:rule="!has(self.redis) || ![self.ttl, self.redis.nodeTimeout].all(d, isDuration(d) && duration(d) >= duration('1ms') && duration(d) <= duration('8760h')) || duration(self.redis.nodeTimeout) < duration(self.ttl)",messageExpression="'redis.nodeTimeout ' + self.redis.nodeTimeout + ' must be shorter than ttl ' + self.ttl",fieldPath=".redis.nodeTimeout"
+// +kubebuilder:validation:XValidation:rule="![self.ttl, self.?renewInterval.orValue('1s'), self.?renewDeadline.orValue('1s')].all(d, isDurationInRange(d)) || renewIntervalOf(self) < renewDeadlineOf(self)",messageExpression="'renewInterval ' + (has(self.renewInterval) ? self.renewInterval : '(unset: 2/15 of ttl ' + self.ttl + ')') + ' must be shorter than renewDeadline ' + (has(self.renewDeadline) ? self.renewDeadline : '(unset: 2/3 of ttl ' + self.ttl + ')')",fieldPath=".renewInterval"
+// +kubebuilder:validation:XValidation:rule="![self.ttl, self.?renewDeadline.orValue('1s')].all(d, isDurationInRange(d)) || renewDeadlineOf(self) < ttlLessDriftOf(self)",messageExpression="'renewDeadline ' + (has(self.renewDeadline) ? self.renewDeadline : '(unset: 2/3 of ttl ' + self.ttl + ')') + ' must be shorter than ttl ' + self.ttl + ' less the allowance for clock drift, 1% of ttl + 2ms'",fieldPath=".renewDeadline"
+// +kubebuilder:validation:XValidation:rule="!has(self.redis) || ![self.ttl, self.redis.nodeTimeout].all(d, isDurationInRange(d)) || duration(self.redis.nodeTimeout) < duration(self.ttl)",messageExpression="'redis.nodeTimeout ' + self.redis.nodeTimeout + ' must be shorter than ttl ' + self.ttl",fieldPath=".redis.nodeTimeout"
 // +kubebuilder:validation:XValidation:rule="has(self.lockName) == has(oldSelf.lockName) && (!has(self.lockName) || self.lockName == oldSelf.lockName)",messageExpression="'lockName cannot be changed, set or unset on a live lock (from ' + (has(oldSelf.lockName) ? '\"' + oldSelf.lockName + '\"' : 'unset') + ' to ' + (has(self.lockName) ? '\"' + self.lockName + '\"' : 'unset') + '): it names the key in Redis, and candidates already running would go on using the old value, so two could lead at once; create a new RedisLock instead'",fieldPath=".lockName"
 // +kubebuilder:validation:XValidation:rule="has(self.redis) != has(self.connectionRef)",message="set exactly one of redis (the connection inline) and connectionRef (a RedisConnection or ClusterRedisConnection)"
 // +kubebuilder:validation:XValidation:rule="has(self.connectionRef) == has(oldSelf.connectionRef) && (!has(self.connectionRef) || self.connectionRef == oldSelf.connectionRef)",message="connectionRef cannot be changed, set or unset on a live lock: it decides which servers hold the lock, and candidates already running would go on using the old ones, so two could lead at once; create a new RedisLock instead",fieldPath=".connectionRef"
@@ -280,7 +280,7 @@ type RedisLockSpec struct {
 	// +kubebuilder:default="15s"
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=64
-	// +kubebuilder:validation:XValidation:rule="isDuration(self) && duration(self) >= duration('1ms') && duration(self) <= duration('8760h') && int(duration(self)) % 1000000 == 0",message="ttl must be a duration in whole milliseconds from 1ms to 8760h, written as in 15s, 1m30s, 500ms or 1.5h: numbers, each followed by a unit (ns, us, ms, s, m or h), without spaces; for days, use hours (24h)"
+	// +kubebuilder:validation:XValidation:rule="isDurationInRange(self) && int(duration(self)) % 1000000 == 0",message="ttl must be a duration in whole milliseconds from 1ms to 8760h, written as in 15s, 1m30s, 500ms or 1.5h: numbers, each followed by a unit (ns, us, ms, s, m or h), without spaces; for days, use hours (24h)"
 	TTL *Duration `json:"ttl,omitempty"`
 	// renewInterval is how often the holder renews, as client-go's
 	// RetryPeriod; shorter than renewDeadline. Unset: 2/15 of ttl (2s of
@@ -288,7 +288,7 @@ type RedisLockSpec struct {
 	// +optional
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=64
-	// +kubebuilder:validation:XValidation:rule="isDuration(self) && duration(self) >= duration('1ms') && duration(self) <= duration('8760h')",message="renewInterval must be a duration from 1ms to 8760h, written as in 15s, 1m30s, 500ms or 1.5h: numbers, each followed by a unit (ns, us, ms, s, m or h), without spaces; for days, use hours (24h)"
+	// +kubebuilder:validation:XValidation:rule="isDurationInRange(self)",message="renewInterval must be a duration from 1ms to 8760h, written as in 15s, 1m30s, 500ms or 1.5h: numbers, each followed by a unit (ns, us, ms, s, m or h), without spaces; for days, use hours (24h)"
 	RenewInterval *Duration `json:"renewInterval,omitempty"`
 	// renewDeadline is how long the holder keeps trying to renew before it
 	// steps down, as client-go's RenewDeadline; shorter than ttl less 1% of
@@ -297,7 +297,7 @@ type RedisLockSpec struct {
 	// +optional
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=64
-	// +kubebuilder:validation:XValidation:rule="isDuration(self) && duration(self) >= duration('1ms') && duration(self) <= duration('8760h')",message="renewDeadline must be a duration from 1ms to 8760h, written as in 15s, 1m30s, 500ms or 1.5h: numbers, each followed by a unit (ns, us, ms, s, m or h), without spaces; for days, use hours (24h)"
+	// +kubebuilder:validation:XValidation:rule="isDurationInRange(self)",message="renewDeadline must be a duration from 1ms to 8760h, written as in 15s, 1m30s, 500ms or 1.5h: numbers, each followed by a unit (ns, us, ms, s, m or h), without spaces; for days, use hours (24h)"
 	RenewDeadline *Duration `json:"renewDeadline,omitempty"`
 	// deletionPolicy says what deleting this object does to the lock in
 	// Redis: Retain leaves it and its holder alone; Release deletes the

@@ -1,8 +1,16 @@
-// Command crdrules writes out, in the CRD files it is given, the shorthand
-// that the API types' validation rules use: controller-gen copies each
-// XValidation rule as written, and a rule writes isDuration(x) for
-// x.matches('<v1alpha1.DurationPattern>'), so that the pattern is written
-// once in the source. make manifests runs it after controller-gen.
+// Command crdrules writes out, in the CRD files it is given, the
+// shorthands that the API types' validation rules use, so that each rule
+// they stand for is written once in the source: controller-gen copies each
+// XValidation rule as written. make manifests runs it after controller-gen.
+//
+//	isDuration(x)         x.matches('<v1alpha1.DurationPattern>')
+//	isDurationInRange(x)  isDuration(x) and x within [MinDuration, MaxDuration]
+//	renewIntervalOf(s)    s.renewInterval in ns, or the engine's default from s.ttl
+//	renewDeadlineOf(s)    s.renewDeadline in ns, or the engine's default from s.ttl
+//	ttlLessDriftOf(s)     s.ttl in ns less the engine's clock-drift allowance
+//
+// The defaults are the fractions of the ttl that redislock.Timing's
+// WithDefaults gives, so the API server derives them as the engine does.
 package main
 
 import (
@@ -10,13 +18,46 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"strings"
+	"time"
 
 	"github.com/redislock/redislock/api/v1alpha1"
+	"github.com/redislock/redislock/pkg/redislock"
 )
 
-// shorthand is a use of isDuration: its argument is a CEL identifier or a
-// field selection (self, d, self.ttl).
-var shorthand = regexp.MustCompile(`isDuration\(([A-Za-z_][A-Za-z0-9_.]*)\)`)
+// shorthand is one function the rules may call, with its argument (a CEL
+// identifier or a field selection: self, d, self.ttl) and what it stands
+// for, in which each %[1]s is the argument.
+type shorthand struct {
+	name, expansion string
+}
+
+// shorthands are expanded in this order: a later one may appear in an
+// earlier one's expansion.
+func shorthands() []shorthand {
+	def := redislock.Timing{TTL: time.Hour}.WithDefaults()
+	return []shorthand{
+		{"isDurationInRange", fmt.Sprintf("isDuration(%%[1]s) && duration(%%[1]s) >= duration('%s') && duration(%%[1]s) <= duration('%s')", v1alpha1.MinDuration, v1alpha1.MaxDuration)},
+		{"renewIntervalOf", "(has(%[1]s.renewInterval) ? int(duration(%[1]s.renewInterval)) : int(duration(%[1]s.ttl)) * " + fraction(def.RenewInterval, def.TTL) + ")"},
+		{"renewDeadlineOf", "(has(%[1]s.renewDeadline) ? int(duration(%[1]s.renewDeadline)) : int(duration(%[1]s.ttl)) * " + fraction(def.RenewDeadline, def.TTL) + ")"},
+		// redislock's drift: 1% of the ttl plus 2ms (Redlock's allowance);
+		// TestAPIServerAndEngineAgreeOnTiming holds the two together.
+		{"ttlLessDriftOf", "int(duration(%[1]s.ttl)) - int(duration(%[1]s.ttl)) / 100 - 2000000"},
+		{"isDuration", "%[1]s.matches('" + v1alpha1.DurationPattern + "')"},
+	}
+}
+
+// fraction writes part/whole as CEL integer arithmetic, "2 / 15", in
+// lowest terms.
+func fraction(part, whole time.Duration) string {
+	a, b := int64(part), int64(whole)
+	for x, y := a, b; ; {
+		if y == 0 {
+			return fmt.Sprintf("%d / %d", a/x, b/x)
+		}
+		x, y = y, x%y
+	}
+}
 
 func main() {
 	if len(os.Args) < 2 {
@@ -24,36 +65,47 @@ func main() {
 		os.Exit(2)
 	}
 	for _, path := range os.Args[1:] {
-		if err := expand(path); err != nil {
+		if err := expandFile(path); err != nil {
 			fmt.Fprintln(os.Stderr, "crdrules:", err)
 			os.Exit(1)
 		}
 	}
 }
 
-// expand rewrites the file at path with every isDuration(x) written out,
-// quoted for the YAML scalar it is in: in a single-quoted one (a rule that
-// starts with a character YAML reserves, such as !), each ' is doubled.
-func expand(path string) error {
+// expandFile rewrites the file at path with every shorthand written out.
+func expandFile(path string) error {
 	src, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
+	for _, s := range shorthands() {
+		if src, err = expand(src, s); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	return os.WriteFile(path, src, 0o644)
+}
+
+// expand writes out every use of s in src, quoted for the YAML scalar it
+// is in: in a single-quoted one (a rule that starts with a character YAML
+// reserves, such as !), each ' is doubled.
+func expand(src []byte, s shorthand) ([]byte, error) {
+	use := regexp.MustCompile(regexp.QuoteMeta(s.name) + `\(([A-Za-z_][A-Za-z0-9_.]*)\)`)
 	var out bytes.Buffer
 	last := 0
-	for _, m := range shorthand.FindAllSubmatchIndex(src, -1) {
+	for _, m := range use.FindAllSubmatchIndex(src, -1) {
 		rule := bytes.LastIndex(src[:m[0]], []byte("rule: "))
 		if rule < 0 {
-			return fmt.Errorf("%s: isDuration outside a rule, at byte %d", path, m[0])
+			return nil, fmt.Errorf("%s outside a rule, at byte %d", s.name, m[0])
 		}
-		quote := "'"
+		text := fmt.Sprintf(s.expansion, src[m[2]:m[3]])
 		if src[rule+len("rule: ")] == '\'' {
-			quote = "''"
+			text = strings.ReplaceAll(text, "'", "''")
 		}
 		out.Write(src[last:m[0]])
-		fmt.Fprintf(&out, "%s.matches(%s%s%s)", src[m[2]:m[3]], quote, v1alpha1.DurationPattern, quote)
+		out.WriteString(text)
 		last = m[1]
 	}
 	out.Write(src[last:])
-	return os.WriteFile(path, out.Bytes(), 0o644)
+	return out.Bytes(), nil
 }
