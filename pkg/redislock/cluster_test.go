@@ -391,16 +391,7 @@ func busMessages(t *testing.T, c *redistest.Cluster) (publish, shard int) {
 // subscription per shard.
 func TestEventsStayInTheLocksShard(t *testing.T) {
 	cl := redistest.StartReplicatedCluster(t, 3, 1)
-	client := func(identity string) *redislock.Client {
-		cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs, ContextTimeoutEnabled: true})
-		t.Cleanup(func() { _ = cc.Close() })
-		c, err := redislock.New([]redis.UniversalClient{cc}, &redislock.Options{AssumeDurable: true, Identity: identity, NodeTimeout: 5 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
-	holder, waiter := client("holder"), client("waiter")
+	holder, waiter := clusterClient(t, cl, "holder"), clusterClient(t, cl, "waiter")
 	ctx := context.Background()
 	names := []string{"alpha", "bravo", "charlie", "delta", "echo", "foxtrot"}
 	wakes := make([]<-chan struct{}, len(names))
@@ -442,6 +433,19 @@ func TestEventsStayInTheLocksShard(t *testing.T) {
 	}
 }
 
+// clusterClient returns a Client of identity on a Cluster client of its
+// own.
+func clusterClient(t *testing.T, cl *redistest.Cluster, identity string) *redislock.Client {
+	t.Helper()
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = cc.Close() })
+	c, err := redislock.New([]redis.UniversalClient{cc}, &redislock.Options{AssumeDurable: true, Identity: identity, NodeTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // pubsubConns counts the pub/sub connections on every node of a Cluster.
 func pubsubConns(t *testing.T, c *redistest.Cluster) int {
 	t.Helper()
@@ -458,16 +462,7 @@ func pubsubConns(t *testing.T, c *redistest.Cluster) int {
 // watch of a name that stayed keeps working.
 func TestWatchFollowsItsSlotToAnotherShard(t *testing.T) {
 	cl := redistest.StartReplicatedCluster(t, 3, 0)
-	client := func(identity string) *redislock.Client {
-		cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs, ContextTimeoutEnabled: true})
-		t.Cleanup(func() { _ = cc.Close() })
-		c, err := redislock.New([]redis.UniversalClient{cc}, &redislock.Options{AssumeDurable: true, Identity: identity, NodeTimeout: 5 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
-	holder, waiter := client("holder"), client("waiter")
+	holder, waiter := clusterClient(t, cl, "holder"), clusterClient(t, cl, "waiter")
 	ctx := context.Background()
 	admin := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs})
 	t.Cleanup(func() { _ = admin.Close() })
