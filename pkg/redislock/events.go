@@ -102,11 +102,13 @@ func (c *Client) watch(ctx context.Context, name string, w *releaseWatch) (stop 
 		}
 		cancel()
 	}
+	// stop holds on to nothing of ctx: a watch can outlive its caller by
+	// far (the controller's, one per lock), and ctx's values with it.
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			for _, r := range c.releases {
-				r.remove(context.WithoutCancel(ctx), channel, w)
+				r.remove(context.Background(), channel, w)
 			}
 			w.end()
 		})

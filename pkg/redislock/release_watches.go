@@ -30,9 +30,10 @@ type releaseWatches struct {
 	// shards are the open subscriptions: by the address of the shard's
 	// master on a Redis Cluster, and under "" on any other node.
 	shards map[string]*shardSub
-	// watches are each events channel's watches, and shardOf the key of
-	// the shard that subscribes it.
-	watches map[string]map[*releaseWatch]struct{}
+	// watches are each events channel's watches (a slice: most channels
+	// have one, and a map each would cost more than the watch), and
+	// shardOf the key of the shard that subscribes it.
+	watches map[string][]*releaseWatch
 	shardOf map[string]string
 	// outstanding counts each channel's SUBSCRIBEs not yet confirmed;
 	// confirming are the watches waiting for the count to reach 0.
@@ -102,7 +103,7 @@ func (w *releaseWatch) end() {
 }
 
 func newReleaseWatches(c *Client, n *node) *releaseWatches {
-	return &releaseWatches{c: c, n: n, shards: map[string]*shardSub{}, watches: map[string]map[*releaseWatch]struct{}{}, shardOf: map[string]string{}, outstanding: map[string]int{}, confirming: map[string][]chan struct{}{}, turns: map[string][]*releaseWatch{}}
+	return &releaseWatches{c: c, n: n, shards: map[string]*shardSub{}, watches: map[string][]*releaseWatch{}, shardOf: map[string]string{}, outstanding: map[string]int{}, confirming: map[string][]chan struct{}{}, turns: map[string][]*releaseWatch{}}
 }
 
 // add makes w watch channel. The returned channel is closed once the node
@@ -112,12 +113,8 @@ func (r *releaseWatches) add(ctx context.Context, channel string, w *releaseWatc
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	done := make(chan struct{})
-	ws := r.watches[channel]
-	if ws == nil {
-		ws = map[*releaseWatch]struct{}{}
-		r.watches[channel] = ws
-	}
-	ws[w] = struct{}{}
+	ws := append(r.watches[channel], w)
+	r.watches[channel] = ws
 	if w.queued {
 		r.turns[channel] = append(r.turns[channel], w)
 	}
@@ -243,7 +240,7 @@ func (r *releaseWatches) deliver(msg *redis.Message) {
 	}
 	r.mu.Lock()
 	ws := make([]*releaseWatch, 0, len(r.watches[msg.Channel]))
-	for w := range r.watches[msg.Channel] {
+	for _, w := range r.watches[msg.Channel] {
 		if !w.queued {
 			ws = append(ws, w)
 		}
@@ -311,9 +308,7 @@ func (r *releaseWatches) confirmed(ctx context.Context, key string, m *redis.Sub
 		close(done)
 	}
 	delete(r.confirming, m.Channel)
-	if r.watches[m.Channel] == nil {
-		delete(r.outstanding, m.Channel)
-	}
+	delete(r.outstanding, m.Channel)
 }
 
 // remove ends w's watch of channel: the last watch of a channel
@@ -322,7 +317,10 @@ func (r *releaseWatches) confirmed(ctx context.Context, key string, m *redis.Sub
 func (r *releaseWatches) remove(ctx context.Context, channel string, w *releaseWatch) {
 	r.mu.Lock()
 	ws := r.watches[channel]
-	delete(ws, w)
+	if i := slices.Index(ws, w); i >= 0 {
+		ws = slices.Delete(ws, i, i+1)
+		r.watches[channel] = ws
+	}
 	if w.queued {
 		q := r.turns[channel]
 		if i := slices.Index(q, w); i >= 0 {
