@@ -70,7 +70,8 @@ func (c *clientCache) get(ctx context.Context, nn types.NamespacedName, cfg redi
 	key := cfg.Key()
 	c.mu.Lock()
 	if u, ok := c.users[nn]; ok && u != (use{key, lock}) {
-		go c.detach(nn, u)()
+		cleanup := c.detach(nn, u) // under c.mu, as detach needs
+		go cleanup()
 	}
 	e := c.entries[key]
 	c.mu.Unlock()

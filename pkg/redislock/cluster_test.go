@@ -402,13 +402,7 @@ func TestEventsStayInTheLocksShard(t *testing.T) {
 	}
 	publish0, shard0 := busMessages(t, cl)
 	for i, name := range names {
-		l, err := holder.Obtain(ctx, name, time.Minute)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		if err := l.Release(ctx); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
+		obtainAndRelease(t, holder, name)
 		select {
 		case <-wakes[i]:
 		case <-time.After(10 * time.Second):
@@ -444,6 +438,20 @@ func clusterClient(t *testing.T, cl *redistest.Cluster, identity string) *redisl
 		t.Fatal(err)
 	}
 	return c
+}
+
+// obtainAndRelease takes the lock called name with c and releases it: a
+// grant and a release event.
+func obtainAndRelease(t *testing.T, c *redislock.Client, name string) {
+	t.Helper()
+	ctx := context.Background()
+	l, err := c.Obtain(ctx, name, time.Minute)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
 }
 
 // pubsubConns counts the pub/sub connections on every node of a Cluster.
@@ -495,13 +503,7 @@ func TestWatchFollowsItsSlotToAnotherShard(t *testing.T) {
 		// of a retry wakes it once it is there.
 		woken := false
 		for deadline := time.Now().Add(20 * time.Second); !woken && time.Now().Before(deadline); {
-			l, err := holder.Obtain(ctx, name, time.Minute)
-			if err != nil {
-				t.Fatalf("%s: %v", name, err)
-			}
-			if err := l.Release(ctx); err != nil {
-				t.Fatalf("%s: %v", name, err)
-			}
+			obtainAndRelease(t, holder, name)
 			select {
 			case <-wakes[name]:
 				woken = true
