@@ -161,12 +161,14 @@ type RedisConnectionSpec struct {
 	TLS *RedisTLS `json:"tls,omitempty"`
 	// nodeTimeout bounds each call to each node; it must be shorter than
 	// ttl. Redlock advises a small fraction of the ttl. A duration as Go
-	// writes it (200ms, 0.5s), from 1ms to 8760h.
+	// writes it (200ms, 0.5s), from 1ms to 5s: a node slower than that is
+	// as good as down, and a server that never answers holds a shared
+	// controller's worker no longer than a few nodeTimeouts.
 	// +optional
 	// +kubebuilder:default="200ms"
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=64
-	// +kubebuilder:validation:XValidation:rule="isDurationInRange(self)",message="nodeTimeout must be a duration from 1ms to 8760h, written as in 15s, 1m30s, 500ms or 1.5h: numbers, each followed by a unit (ns, us, ms, s, m or h), without spaces; for days, use hours (24h)"
+	// +kubebuilder:validation:XValidation:rule="isNodeTimeout(self)",message="nodeTimeout must be a duration from 1ms to 5s, written as in 200ms, 0.5s or 2s: numbers, each followed by a unit (ns, us, ms or s), without spaces"
 	NodeTimeout *Duration `json:"nodeTimeout,omitempty"`
 	// waitReplicas is how many of the master's replicas must acknowledge
 	// each acquisition and renewal (Redis WAIT, within nodeTimeout) before

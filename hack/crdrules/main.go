@@ -5,6 +5,7 @@
 //
 //	isDuration(x)         x.matches('<v1alpha1.DurationPattern>')
 //	isDurationInRange(x)  isDuration(x) and x within [MinDuration, MaxDuration]
+//	isNodeTimeout(x)      isDuration(x) and x within [MinDuration, redislock.MaxNodeTimeout]
 //	renewIntervalOf(s)    s.renewInterval in ns, or the engine's default from s.ttl
 //	renewDeadlineOf(s)    s.renewDeadline in ns, or the engine's default from s.ttl
 //	ttlLessDriftOf(s)     s.ttl in ns less the engine's clock-drift allowance
@@ -37,7 +38,8 @@ type shorthand struct {
 func shorthands() []shorthand {
 	def := redislock.Timing{TTL: time.Hour}.WithDefaults()
 	return []shorthand{
-		{"isDurationInRange", fmt.Sprintf("isDuration(%%[1]s) && duration(%%[1]s) >= duration('%s') && duration(%%[1]s) <= duration('%s')", v1alpha1.MinDuration, v1alpha1.MaxDuration)},
+		{"isDurationInRange", inRange(v1alpha1.MinDuration, v1alpha1.MaxDuration)},
+		{"isNodeTimeout", inRange(v1alpha1.MinDuration, redislock.MaxNodeTimeout.String())},
 		{"renewIntervalOf", "(has(%[1]s.renewInterval) ? int(duration(%[1]s.renewInterval)) : int(duration(%[1]s.ttl)) * " + fraction(def.RenewInterval, def.TTL) + ")"},
 		{"renewDeadlineOf", "(has(%[1]s.renewDeadline) ? int(duration(%[1]s.renewDeadline)) : int(duration(%[1]s.ttl)) * " + fraction(def.RenewDeadline, def.TTL) + ")"},
 		// redislock's drift: 1% of the ttl plus 2ms (Redlock's allowance);
@@ -45,6 +47,12 @@ func shorthands() []shorthand {
 		{"ttlLessDriftOf", "int(duration(%[1]s.ttl)) - int(duration(%[1]s.ttl)) / 100 - 2000000"},
 		{"isDuration", "%[1]s.matches('" + v1alpha1.DurationPattern + "')"},
 	}
+}
+
+// inRange is the expansion of a check that a duration parses and lies in
+// [lo, hi].
+func inRange(lo, hi string) string {
+	return fmt.Sprintf("isDuration(%%[1]s) && duration(%%[1]s) >= duration('%s') && duration(%%[1]s) <= duration('%s')", lo, hi)
 }
 
 // fraction writes part/whole as CEL integer arithmetic, "2 / 15", in

@@ -15,6 +15,12 @@ import (
 // DefaultNodeTimeout is the default bound on one call to one node.
 const DefaultNodeTimeout = 200 * time.Millisecond
 
+// MaxNodeTimeout is the longest NodeTimeout New accepts. A node that takes
+// longer to answer is as good as down for a lock; the cap also bounds what
+// a server that never answers costs each caller: a shared controller's
+// worker is held at most a few NodeTimeouts by any one lock.
+const MaxNodeTimeout = 5 * time.Second
+
 // Options configures a Client. The zero value (or a nil *Options) gives the
 // documented defaults.
 type Options struct {
@@ -27,7 +33,8 @@ type Options struct {
 	// NodeTimeout bounds each call to each node: a node that has not
 	// answered by then counts as failed for that call. It must be positive
 	// and, for every lock, shorter than the lock's ttl (Redlock advises a
-	// small fraction of it). Default: DefaultNodeTimeout (200ms).
+	// small fraction of it), and at most MaxNodeTimeout (5s). Default:
+	// DefaultNodeTimeout (200ms).
 	NodeTimeout time.Duration
 
 	// Logger receives structured logs. Default: discard.
@@ -118,7 +125,7 @@ func fenceLifetime(ttl time.Duration) time.Duration { return max(24*time.Hour, 1
 // (a standalone server, a Sentinel-managed master or a Cluster). It checks
 // the options and returns an error wrapping ErrInvalidOptions that names the
 // broken rule: there must be an odd number of nodes, none nil; NodeTimeout
-// must not be negative; Identity must follow the rules above; KeyPrefix
+// must not be negative nor over MaxNodeTimeout; Identity must follow the rules above; KeyPrefix
 // must not contain a brace. New does no I/O.
 func New(nodes []redis.UniversalClient, opts *Options) (*Client, error) {
 	var o Options
@@ -140,6 +147,8 @@ func New(nodes []redis.UniversalClient, opts *Options) (*Client, error) {
 	switch {
 	case o.NodeTimeout < 0:
 		return nil, fmt.Errorf("%w: NodeTimeout %v is negative", ErrInvalidOptions, o.NodeTimeout)
+	case o.NodeTimeout > MaxNodeTimeout:
+		return nil, fmt.Errorf("%w: NodeTimeout %v is over the %v maximum", ErrInvalidOptions, o.NodeTimeout, MaxNodeTimeout)
 	case o.NodeTimeout == 0:
 		o.NodeTimeout = DefaultNodeTimeout
 	}

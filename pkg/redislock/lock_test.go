@@ -191,6 +191,10 @@ func TestInvalidInputIsRejected(t *testing.T) {
 			_, err := redislock.New(one, &redislock.Options{NodeTimeout: -time.Second})
 			return err
 		}, "NodeTimeout -1s is negative"},
+		{"node timeout over the maximum", func() error {
+			_, err := redislock.New(one, &redislock.Options{NodeTimeout: redislock.MaxNodeTimeout + time.Millisecond})
+			return err
+		}, "NodeTimeout 5.001s is over the 5s maximum"},
 		{"negative wait replicas", func() error {
 			_, err := redislock.New(one, &redislock.Options{WaitReplicas: -2})
 			return err

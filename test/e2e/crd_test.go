@@ -145,6 +145,15 @@ func TestDurationFieldsTakeOnlyGoDurations(t *testing.T) {
 			})
 		}
 	}
+	// nodeTimeout is at most redislock.MaxNodeTimeout (5s), so that a
+	// server that never answers holds a controller worker only that long.
+	for _, v := range []string{"5001ms", "14s", "1h"} {
+		t.Run("nodeTimeout="+v, func(t *testing.T) {
+			t.Parallel()
+			out, err := applySpec(t, ns, "bad-nodetimeout-max-"+strings.ToLower(v), standalone(spec{"ttl": "2h", "redis": spec{"addrs": []string{"redis:6379"}, "nodeTimeout": v}}))
+			wantRejected(t, out, err, fmt.Sprintf(`spec.redis.nodeTimeout: Invalid value: %q: nodeTimeout must be a duration from 1ms to 5s`, v))
+		})
+	}
 	// ttl is also a whole number of milliseconds, as Redis keeps it.
 	t.Run("ttl=15000500us", func(t *testing.T) {
 		t.Parallel()
@@ -183,7 +192,7 @@ func TestDurationFieldsTakeGoSpellings(t *testing.T) {
 		"ttl":           {"15s", "1m30s", "1.5h", "0.25m", "15000ms", "8760h", "1s", "5s", "015s", "7.5s"},
 		"renewInterval": {"2s", "1.5s", "1500ms", "1500000us", "1500000µs", "1500000μs", "1500000000ns", ".5s", "1s500ms"},
 		"renewDeadline": {"10s", "9.5s", "9500ms", "0.1m", "5s"},
-		"nodeTimeout":   {"200ms", "0.2s", "200000us", "1ms", "14s"},
+		"nodeTimeout":   {"200ms", "0.2s", "200000us", "1ms", "5s"},
 	}
 	for _, f := range durationFields {
 		for i, v := range accepted[f.name] {
