@@ -75,6 +75,13 @@ type Config struct {
 	// shows it ("RedisConnection/<name>"); empty for spec.redis. Not part
 	// of Key.
 	Connection string
+	// CheckDestination, when not nil, is asked before each connection of
+	// the clients Clients returns is made, to any server (a node, a
+	// Sentinel, a master or replica a Sentinel or Cluster names): addr as
+	// dialed (host:port) and resolved, the IP:port the connection goes to.
+	// An error fails the dial, wrapped, before a packet is sent. Not part
+	// of Key: one process sets the same check on every Config.
+	CheckDestination func(addr, resolved string) error
 }
 
 // Timing returns the lock's timing as candidates use it: the spec's, with
@@ -284,7 +291,10 @@ func (c Config) Key() string {
 
 // Clients returns new clients for the Config: one per independent node
 // (one, except in Redlock mode). Calls are bounded by their context
-// (ContextTimeoutEnabled) and by NodeTimeout. The caller closes them.
+// (ContextTimeoutEnabled) and by NodeTimeout. No server, node or Sentinel,
+// can make them allocate more for a reply than the limits of limitReplies
+// allow: a reply over them fails its call with ErrReplyTooLarge (or
+// ErrNotRedis, for one that is not RESP). The caller closes them.
 func (c Config) Clients() []redis.UniversalClient {
 	var tlsConf *tls.Config
 	if c.TLS {
@@ -306,6 +316,7 @@ func (c Config) Clients() []redis.UniversalClient {
 			}
 		}
 	}
+	dial := dialer(c.NodeTimeout, tlsConf, c.CheckDestination)
 	opts := func(addrs []string) *redis.UniversalOptions {
 		return &redis.UniversalOptions{
 			Addrs: addrs, MasterName: c.MasterName, DB: c.DB,
@@ -318,6 +329,9 @@ func (c Config) Clients() []redis.UniversalClient {
 			// x509 failure) reaches the status instead of a timeout.
 			DialerRetries: 1,
 			IsClusterMode: c.Mode == v1alpha1.ModeCluster,
+			// Every server these clients reach, the Sentinels included,
+			// is dialed through it: with TLSConfig, replies limited.
+			Dialer: dial,
 		}
 	}
 	if c.Mode != v1alpha1.ModeRedlock {

@@ -122,7 +122,7 @@ func TestResolveNamesTheFieldOfABadSecret(t *testing.T) {
 func TestKeyChangesWithEveryField(t *testing.T) {
 	base := Config{Mode: v1alpha1.ModeStandalone, Addrs: []string{"a:1"}, NodeTimeout: time.Second}
 	rt := reflect.TypeFor[Config]()
-	notReaching := map[string]bool{"EvictingNodes": true, "Connection": true}
+	notReaching := map[string]bool{"EvictingNodes": true, "Connection": true, "CheckDestination": true}
 	for i := range rt.NumField() {
 		f := rt.Field(i)
 		if notReaching[f.Name] {
