@@ -1,12 +1,11 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math"
-	"net"
-	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -43,6 +42,14 @@ const LeaderLabel = "redislock.io/leader"
 // DefaultAddr is the default HTTP listen address.
 const DefaultAddr = ":8090"
 
+// Defaults of Options.MaxConnections and Options.MaxLongPolls: at about
+// 21 KiB each, 512 connections held at once cost 11 MiB of the agent's
+// 128Mi limit, and the long polls leave 384 of them to the others.
+const (
+	DefaultMaxConnections = 512
+	DefaultMaxLongPolls   = 128
+)
+
 // Retry bounds for reading the RedisLock at start.
 const (
 	openBackoffMin = time.Second
@@ -64,6 +71,20 @@ type Options struct {
 	// Addr is the listen address of /leader, /healthz and /metrics.
 	// Default DefaultAddr.
 	Addr string
+	// ProbeAddr, when set, is the listen address of a second server, of
+	// /healthz and /metrics alone: for the kubelet's probes and for
+	// Prometheus when Addr is a loopback address, so that /leader is
+	// served to the pod's own containers only.
+	ProbeAddr string
+	// MaxConnections bounds the connections each server holds open at
+	// once; more wait, not accepted, in the kernel's listen queue, until
+	// one closes. Default DefaultMaxConnections.
+	MaxConnections int
+	// MaxLongPolls bounds the long polls of /leader held at once; one more
+	// is answered at once (see leaderhttp.Changes.Handler). It must be
+	// below MaxConnections, so that a probe finds a connection while the
+	// long polls are at their cap. Default DefaultMaxLongPolls.
+	MaxLongPolls int
 	// LabelPod makes the agent keep LeaderLabel on the pod called
 	// Identity in Lock's namespace.
 	LabelPod bool
@@ -96,11 +117,13 @@ type Options struct {
 
 // Agent campaigns for one RedisLock and reports who leads.
 type Agent struct {
-	o       Options
-	c       client.Client
-	reg     *prometheus.Registry
-	metrics *promlock.Metrics
-	changes leaderhttp.Changes // wakes the long polls of /leader
+	o        Options
+	c        client.Client
+	reg      *prometheus.Registry
+	metrics  *promlock.Metrics
+	changes  leaderhttp.Changes // wakes the long polls of /leader
+	leader   *leaderhttp.LongPolls
+	timeouts timeouts // of the HTTP servers
 
 	mu      sync.Mutex
 	elector *redislock.Elector // nil until campaigning
@@ -139,6 +162,13 @@ func (o Options) validate() error {
 		return invalid("OnLost", "%q: want %s or %s", o.OnLost, OnLostExit, OnLostCampaign)
 	case o.OnLost != "" && len(o.Command) == 0:
 		return invalid("OnLost", "set without a command to run (after --)")
+	case o.MaxConnections < 0:
+		return invalid("MaxConnections", "%d: want at least 1, or 0 for the default %d", o.MaxConnections, DefaultMaxConnections)
+	case o.MaxLongPolls < 0:
+		return invalid("MaxLongPolls", "%d: want at least 1, or 0 for the default %d", o.MaxLongPolls, DefaultMaxLongPolls)
+	case cmp.Or(o.MaxLongPolls, DefaultMaxLongPolls) >= cmp.Or(o.MaxConnections, DefaultMaxConnections):
+		return invalid("MaxLongPolls", "%d: want fewer than the connection cap (%d), so that a probe finds one while the long polls are at their cap",
+			cmp.Or(o.MaxLongPolls, DefaultMaxLongPolls), cmp.Or(o.MaxConnections, DefaultMaxConnections))
 	}
 	if errs := validation.IsDNS1123Subdomain(o.Lock.Name); len(errs) > 0 {
 		return invalid("Lock.Name", "%q is not a RedisLock name: %s", o.Lock.Name, strings.Join(errs, "; "))
@@ -158,9 +188,9 @@ func New(cfg *rest.Config, o Options) (*Agent, error) {
 	if o.OnLost == "" {
 		o.OnLost = OnLostExit
 	}
-	if o.Addr == "" {
-		o.Addr = DefaultAddr
-	}
+	o.Addr = cmp.Or(o.Addr, DefaultAddr)
+	o.MaxConnections = cmp.Or(o.MaxConnections, DefaultMaxConnections)
+	o.MaxLongPolls = cmp.Or(o.MaxLongPolls, DefaultMaxLongPolls)
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
 	}
@@ -171,20 +201,30 @@ func New(cfg *rest.Config, o Options) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
-	a := &Agent{o: o, c: c, reg: prometheus.NewRegistry()}
+	a := &Agent{o: o, c: c, reg: prometheus.NewRegistry(), timeouts: defaultTimeouts}
+	a.leader = a.changes.Handler(a.status, o.Clock, o.MaxLongPolls)
 	if a.metrics, err = promlock.New(a.reg); err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
+	labels := prometheus.Labels{"redislock": o.Lock.String()}
 	a.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name:        "redislock_agent_leading",
 		Help:        "1 while this agent's pod leads its lock (decided as /leader decides), else 0.",
-		ConstLabels: prometheus.Labels{"redislock": o.Lock.String()},
+		ConstLabels: labels,
 	}, func() float64 {
 		if a.status().Leading {
 			return 1
 		}
 		return 0
-	}))
+	}), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name:        "redislock_agent_long_polls",
+		Help:        "Long polls of /leader held now, at most -max-long-polls.",
+		ConstLabels: labels,
+	}, func() float64 { return float64(a.leader.Held()) }), prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name:        "redislock_agent_long_polls_over_cap_total",
+		Help:        "Long polls of /leader answered at once, not held, because -max-long-polls were held.",
+		ConstLabels: labels,
+	}, func() float64 { return float64(a.leader.OverCap()) }))
 	return a, nil
 }
 
@@ -192,24 +232,26 @@ func New(cfg *rest.Config, o Options) (*Agent, error) {
 // if it holds it, reports that it does not lead (label, file), stops
 // serving HTTP, and returns nil. /leader, /healthz and /metrics are served
 // from before the RedisLock is read until after those last reports. It
-// returns an error when it cannot listen on Addr, or when the HTTP server
-// fails (then it ends the campaign as at the end of ctx, and returns the
-// server's error); and with a Command, an *ExitError when the command's
-// exit (or, with OnLostExit, the end of leadership) ended the campaign
-// with a non-zero code. A RedisLock that cannot be read is retried with
-// backoff, and the reason shows in /leader and the log.
+// returns an error when it cannot listen on Addr or ProbeAddr, or when an
+// HTTP server fails (then it ends the campaign as at the end of ctx, and
+// returns the server's error); and with a Command, an *ExitError when the
+// command's exit (or, with OnLostExit, the end of leadership) ended the
+// campaign with a non-zero code. A RedisLock that cannot be read is
+// retried with backoff, and the reason shows in /leader and the log.
 func (a *Agent) Run(ctx context.Context) error {
-	srv, err := a.listen(ctx)
+	srvs, err := a.listen(ctx)
 	if err != nil {
 		return err
 	}
-	// The server and the campaign, under one errgroup: a server that fails
-	// ends the campaign (partsCtx), the campaign's end stops the server,
-	// and Run returns the first error.
+	// The servers and the campaign, under one errgroup: a server that
+	// fails ends the campaign (partsCtx), the campaign's end stops the
+	// servers, and Run returns the first error.
 	parts, partsCtx := errgroup.WithContext(ctx)
-	parts.Go(srv.serve)
+	for _, s := range srvs.all {
+		parts.Go(s.serve)
+	}
 	parts.Go(func() error {
-		defer srv.stop(ctx, a.o.Logger)
+		defer srvs.stop(ctx, a.o.Logger)
 		return a.elect(partsCtx)
 	})
 	return parts.Wait()
@@ -225,48 +267,6 @@ func (a *Agent) elect(ctx context.Context) error {
 	}
 	defer cand.Close()
 	return a.campaign(ctx, cand)
-}
-
-// httpServer is the agent's HTTP server, with the listener it serves on.
-type httpServer struct {
-	srv *http.Server
-	ln  net.Listener
-	// endRequests ends the requests' contexts, so that a long poll does
-	// not hold the shutdown up.
-	endRequests context.CancelFunc
-}
-
-// listen listens on Options.Addr and returns the server of the agent's
-// endpoints there, not yet serving.
-func (a *Agent) listen(ctx context.Context) (*httpServer, error) {
-	ln, err := net.Listen("tcp", a.o.Addr)
-	if err != nil {
-		return nil, fmt.Errorf("agent: listen: %w", err)
-	}
-	requests, endRequests := context.WithCancel(context.WithoutCancel(ctx))
-	srv := &http.Server{Handler: a.handler(), ReadHeaderTimeout: 5 * time.Second, BaseContext: func(net.Listener) context.Context { return requests }}
-	return &httpServer{srv: srv, ln: ln, endRequests: endRequests}, nil
-}
-
-// serve serves until stop, then returns nil; if the server fails first, it
-// returns its error. Either way it closes the listener.
-func (s *httpServer) serve() error {
-	if err := s.srv.Serve(s.ln); !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("agent: serve HTTP: %w", err)
-	}
-	return nil
-}
-
-// stop shuts the server down within finalWriteTimeout, after ending the
-// requests' contexts; serve returns once it is called, even before it
-// starts serving. A shutdown that fails is logged to log.
-func (s *httpServer) stop(ctx context.Context, log logr.Logger) {
-	s.endRequests()
-	shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalWriteTimeout)
-	defer cancel()
-	if err := s.srv.Shutdown(shutdown); err != nil {
-		log.Error(err, "HTTP server shutdown")
-	}
 }
 
 // campaign runs the elector on cand until ctx ends (or the command run

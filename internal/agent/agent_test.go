@@ -31,6 +31,10 @@ func TestNewRejectsEachBrokenRule(t *testing.T) {
 		{Options{Lock: lock}, "Identity: required"},
 		{Options{Lock: lock, Identity: "a", Command: []string{"true"}, OnLost: "maybe"}, `OnLost: "maybe": want exit or campaign`},
 		{Options{Lock: lock, Identity: "a", OnLost: OnLostCampaign}, "OnLost: set without a command"},
+		{Options{Lock: lock, Identity: "a", MaxConnections: -1}, "MaxConnections: -1: want at least 1"},
+		{Options{Lock: lock, Identity: "a", MaxLongPolls: -1}, "MaxLongPolls: -1: want at least 1"},
+		{Options{Lock: lock, Identity: "a", MaxConnections: 100}, "MaxLongPolls: 128: want fewer than the connection cap (100)"},
+		{Options{Lock: lock, Identity: "a", MaxConnections: 10, MaxLongPolls: 10}, "MaxLongPolls: 10: want fewer than the connection cap (10)"},
 	}
 	for _, tc := range cases {
 		_, err := New(cfg, tc.o)
@@ -42,8 +46,9 @@ func TestNewRejectsEachBrokenRule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.o.Addr != DefaultAddr {
-		t.Errorf("default Addr %q, want %q", a.o.Addr, DefaultAddr)
+	if a.o.Addr != DefaultAddr || a.o.ProbeAddr != "" || a.o.MaxConnections != DefaultMaxConnections || a.o.MaxLongPolls != DefaultMaxLongPolls {
+		t.Errorf("default Addr %q, ProbeAddr %q, MaxConnections %d, MaxLongPolls %d; want %q, none, %d, %d",
+			a.o.Addr, a.o.ProbeAddr, a.o.MaxConnections, a.o.MaxLongPolls, DefaultAddr, DefaultMaxConnections, DefaultMaxLongPolls)
 	}
 	// Before it campaigns, the agent does not lead and says why.
 	st := a.status()

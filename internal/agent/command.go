@@ -22,6 +22,8 @@ var optionFlags = map[string]string{
 	"Lock.Namespace": "-" + agentflags.Namespace + " (or $POD_NAMESPACE)",
 	"Identity":       "-" + agentflags.Identity + " (or $POD_NAME)",
 	"OnLost":         "-" + agentflags.OnLost,
+	"MaxConnections": "-" + agentflags.MaxConnections,
+	"MaxLongPolls":   "-" + agentflags.MaxLongPolls,
 	"Command":        "the command after --",
 }
 
@@ -30,7 +32,8 @@ var optionFlags = map[string]string{
 // the agent loads a kubeconfig or connects to anything.
 func Command(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
-	f := agentflags.Flags{Namespace: os.Getenv("POD_NAMESPACE"), Identity: os.Getenv("POD_NAME"), HTTPAddress: DefaultAddr, OnLost: OnLostExit}
+	f := agentflags.Flags{Namespace: os.Getenv("POD_NAMESPACE"), Identity: os.Getenv("POD_NAME"), HTTPAddress: DefaultAddr, OnLost: OnLostExit,
+		MaxConnections: DefaultMaxConnections, MaxLongPolls: DefaultMaxLongPolls}
 	f.Bind(fs)
 	kubeconfigPath := kubeconfig.Flag(fs)
 	fs.Usage = func() {
@@ -68,7 +71,8 @@ func Command(ctx context.Context, args []string) error {
 func options(f agentflags.Flags, command []string) Options {
 	return Options{
 		Lock:     types.NamespacedName{Namespace: f.Namespace, Name: f.Lock},
-		Identity: f.Identity, Addr: f.HTTPAddress, LabelPod: f.LabelPod, LeaderFile: f.LeaderFile,
+		Identity: f.Identity, Addr: f.HTTPAddress, ProbeAddr: f.ProbeAddress, MaxConnections: f.MaxConnections, MaxLongPolls: f.MaxLongPolls,
+		LabelPod: f.LabelPod, LeaderFile: f.LeaderFile,
 		ClusterID: f.ClusterID, Hook: f.Hook,
 		Command: command, OnLost: onLostFlag(command, f.OnLost),
 	}

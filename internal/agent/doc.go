@@ -17,6 +17,16 @@
 //     and every renew interval. An app that reads it must itself compare
 //     validUntil with its clock: a file cannot turn false by itself.
 //
+// What a client can hold of the agent is bounded, so that no client (any
+// pod that reaches the port) can take its memory: each HTTP server holds
+// at most Options.MaxConnections connections, /leader at most
+// Options.MaxLongPolls long polls (one more is answered at once, not
+// held), and a request's headers, its reading, its answer's writing and a
+// kept-alive connection's idleness are bounded in time. Not guaranteed: a
+// client that keeps the connection cap full delays that server's other
+// clients, the kubelet's probes included; Options.ProbeAddr, with Addr on
+// 127.0.0.1, gives the probes a server of their own.
+//
 // The label and the file are reports, written after the fact; only
 // /leader (and the app's own check of validUntil) is exact. On SIGTERM the
 // agent releases the lock at once, so a standby takes over within a round

@@ -11,6 +11,10 @@ const (
 	Namespace = "namespace"
 	Identity  = "identity"
 	OnLost    = "on-lost"
+	// MaxConnections and MaxLongPolls bound what clients can hold of the
+	// agent's HTTP servers.
+	MaxConnections = "max-connections"
+	MaxLongPolls   = "max-long-polls"
 )
 
 // Flags are the options of `redislock agent` that its flags set, and the
@@ -18,15 +22,18 @@ const (
 // Args writes the arguments that set them, so that a command line written
 // for the agent (the webhook's) and the agent's parser cannot drift apart.
 type Flags struct {
-	Lock        string
-	Namespace   string
-	Identity    string
-	HTTPAddress string
-	LabelPod    bool
-	LeaderFile  string
-	ClusterID   string
-	Hook        string
-	OnLost      string
+	Lock           string
+	Namespace      string
+	Identity       string
+	HTTPAddress    string
+	ProbeAddress   string
+	MaxConnections int
+	MaxLongPolls   int
+	LabelPod       bool
+	LeaderFile     string
+	ClusterID      string
+	Hook           string
+	OnLost         string
 }
 
 // Bind declares the flags on fs, each defaulting to f's value and parsed
@@ -36,6 +43,9 @@ func (f *Flags) Bind(fs *flag.FlagSet) {
 	fs.StringVar(&f.Namespace, Namespace, f.Namespace, "namespace of the RedisLock and of this pod (default $POD_NAMESPACE)")
 	fs.StringVar(&f.Identity, Identity, f.Identity, "this candidate's identity, the pod's name (default $POD_NAME)")
 	fs.StringVar(&f.HTTPAddress, "http-address", f.HTTPAddress, "listen address of /leader, /healthz and /metrics")
+	fs.StringVar(&f.ProbeAddress, "probe-address", f.ProbeAddress, "listen address of a second server of /healthz and /metrics alone, without /leader: for the kubelet and Prometheus when -http-address is a loopback address, as in 127.0.0.1:8090 (default: none)")
+	fs.IntVar(&f.MaxConnections, MaxConnections, f.MaxConnections, "connections each HTTP server holds open at once; more wait, not accepted, in the kernel's listen queue (each costs about 21 KiB of memory)")
+	fs.IntVar(&f.MaxLongPolls, MaxLongPolls, f.MaxLongPolls, "long polls of /leader held at once, below -"+MaxConnections+"; one more is answered at once with the current status and Retry-After: 1")
 	fs.BoolVar(&f.LabelPod, "label-pod", f.LabelPod, "keep the pod label redislock.io/leader=true|false current (needs patch on pods)")
 	fs.StringVar(&f.LeaderFile, "leader-file", f.LeaderFile, "keep the /leader JSON in this file, rewritten on changes and renewals")
 	fs.StringVar(&f.ClusterID, "cluster-id", f.ClusterID, "this cluster's identity, the UID of namespace kube-system, for a lock of scope Cluster (default: read it, which needs get on that namespace)")

@@ -15,6 +15,7 @@ func TestArgsParseBackIntoTheFlags(t *testing.T) {
 		{},
 		{Lock: "orders", HTTPAddress: ":8091", LabelPod: true, LeaderFile: "/var/run/redislock/leader.json", ClusterID: "c1"},
 		{Lock: "l", Namespace: "shop", Identity: "pod-0", Hook: "/bin/hook", OnLost: "campaign"},
+		{Lock: "l", HTTPAddress: "127.0.0.1:8090", ProbeAddress: ":8091", MaxConnections: 64, MaxLongPolls: 16},
 	} {
 		args := want.Args()
 		var got agentflags.Flags

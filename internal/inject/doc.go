@@ -2,7 +2,7 @@
 // agent to pods: a pod whose annotation redislock.io/lock names a RedisLock
 // in its namespace gets the agent as a native sidecar (an init container
 // with restartPolicy Always), so every replica campaigns for that lock and
-// the app asks http://localhost:8090/leader (or reads
+// the app asks http://127.0.0.1:8090/leader (or reads
 // /var/run/redislock/leader.json) whether it leads.
 //
 // Decisions:
@@ -23,4 +23,10 @@
 //     before. To route a Service to the leader alone, select the label
 //     redislock.io/leader=true, or give the app container a readiness probe
 //     on the agent's /leader.
+//   - /leader is served on every address unless redislock.io/agent-probe-port
+//     moves the probes and /metrics to a port of their own and keeps
+//     /leader on 127.0.0.1: other pods (and tools that read the agents'
+//     /leader from outside, as the chaos checker does) would lose it by
+//     default, and a readiness probe on /leader needs it on the pod's
+//     address.
 package inject

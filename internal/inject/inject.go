@@ -22,6 +22,13 @@ const (
 	// PortAnnotation optionally sets the agent's HTTP port, when the
 	// default DefaultPort is taken in the pod.
 	PortAnnotation = "redislock.io/agent-port"
+	// ProbePortAnnotation optionally gives the agent's /healthz (its
+	// probes) and /metrics a port of their own, and keeps /leader on
+	// 127.0.0.1 at the agent's port: then only the pod's own containers
+	// can ask /leader (and hold its long polls), and the kubelet and
+	// Prometheus reach the probe port. Unset, all three are served on
+	// every address at the agent's port.
+	ProbePortAnnotation = "redislock.io/agent-probe-port"
 	// LabelPodAnnotation set to "false" leaves the pod label
 	// redislock.io/leader off, so the pod's service account needs no patch
 	// on pods; "true", the default, keeps it. Other values are rejected.
@@ -67,6 +74,9 @@ type Injection struct {
 	Lock string
 	// Port is the agent's HTTP port.
 	Port int32
+	// ProbePort, when set, is the port of the agent's /healthz and
+	// /metrics, on every address; /leader is then on 127.0.0.1 only.
+	ProbePort int32
 	// LabelPod makes the agent keep the pod's leader label current.
 	LabelPod bool
 	// RunContainer, when set, is the app container that runs only while
@@ -84,13 +94,15 @@ func Requested(pod *corev1.Pod) (in Injection, ok bool, err error) {
 	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
 		return Injection{}, true, fmt.Errorf("annotation %s: %q is not a RedisLock name: %s", LockAnnotation, name, errs[0])
 	}
-	in = Injection{Lock: name, Port: DefaultPort, LabelPod: true}
-	if p, set := pod.Annotations[PortAnnotation]; set {
-		n, perr := strconv.ParseInt(p, 10, 32)
-		if perr != nil || n < 1 || n > 65535 {
-			return Injection{}, true, fmt.Errorf("annotation %s: %q is not a port number (1-65535)", PortAnnotation, p)
-		}
-		in.Port = int32(n)
+	in = Injection{Lock: name, LabelPod: true}
+	if in.Port, err = annotatedPort(pod, PortAnnotation, DefaultPort); err != nil {
+		return Injection{}, true, err
+	}
+	if in.ProbePort, err = annotatedPort(pod, ProbePortAnnotation, 0); err != nil {
+		return Injection{}, true, err
+	}
+	if in.ProbePort == in.Port {
+		return Injection{}, true, fmt.Errorf("annotation %s: %d is the agent's port too; the probes need a port of their own", ProbePortAnnotation, in.ProbePort)
 	}
 	if v, set := pod.Annotations[LabelPodAnnotation]; set {
 		if v != "true" && v != "false" {
@@ -100,8 +112,12 @@ func Requested(pod *corev1.Pod) (in Injection, ok bool, err error) {
 	}
 	for _, c := range append(pod.Spec.InitContainers, pod.Spec.Containers...) {
 		for _, cp := range c.Ports {
-			if cp.ContainerPort == in.Port && c.Name != ContainerName {
+			switch {
+			case c.Name == ContainerName:
+			case cp.ContainerPort == in.Port:
 				return Injection{}, true, fmt.Errorf("container %s already uses port %d, the agent's; set annotation %s to a free port", c.Name, in.Port, PortAnnotation)
+			case in.ProbePort != 0 && cp.ContainerPort == in.ProbePort:
+				return Injection{}, true, fmt.Errorf("container %s already uses port %d, the agent's probes'; set annotation %s to a free port", c.Name, in.ProbePort, ProbePortAnnotation)
 			}
 		}
 	}
@@ -121,6 +137,20 @@ func Requested(pod *corev1.Pod) (in Injection, ok bool, err error) {
 		in.RunContainer = name
 	}
 	return in, true, nil
+}
+
+// annotatedPort returns the port number annotation name of pod gives, or
+// dflt when pod does not carry it. The error names the annotation.
+func annotatedPort(pod *corev1.Pod, name string, dflt int32) (int32, error) {
+	p, set := pod.Annotations[name]
+	if !set {
+		return dflt, nil
+	}
+	n, err := strconv.ParseInt(p, 10, 32)
+	if err != nil || n < 1 || n > 65535 {
+		return 0, fmt.Errorf("annotation %s: %q is not a port number (1-65535)", name, p)
+	}
+	return int32(n), nil
 }
 
 // Injected reports whether pod already has the agent.
@@ -162,15 +192,20 @@ func DefaultResources() corev1.ResourceRequirements {
 // (read-only), LeaderURLEnv, LeaderFileEnv and IdentityEnv. The caller
 // checks Injected first.
 func Apply(pod *corev1.Pod, in Injection, a Agent) {
-	port := intstr.FromInt32(in.Port)
+	flags := agentflags.Flags{Lock: in.Lock, HTTPAddress: ":" + strconv.Itoa(int(in.Port)), LabelPod: in.LabelPod, LeaderFile: LeaderFile, ClusterID: a.ClusterID}
+	// served is the port the kubelet and Prometheus reach.
+	served := in.Port
+	if in.ProbePort != 0 {
+		served = in.ProbePort
+		flags.HTTPAddress, flags.ProbeAddress = "127.0.0.1:"+strconv.Itoa(int(in.Port)), ":"+strconv.Itoa(int(in.ProbePort))
+	}
 	probe := func(failures int32) *corev1.Probe {
 		return &corev1.Probe{
-			ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: port}},
+			ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(served)}},
 			PeriodSeconds:    1,
 			FailureThreshold: failures,
 		}
 	}
-	flags := agentflags.Flags{Lock: in.Lock, HTTPAddress: ":" + strconv.Itoa(int(in.Port)), LabelPod: in.LabelPod, LeaderFile: LeaderFile, ClusterID: a.ClusterID}
 	args := append([]string{"agent"}, flags.Args()...)
 	podName := &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}
 	agent := corev1.Container{
@@ -181,7 +216,7 @@ func Apply(pod *corev1.Pod, in Injection, a Agent) {
 			{Name: "POD_NAME", ValueFrom: podName},
 			{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
 		},
-		Ports:         []corev1.ContainerPort{{Name: "redislock", ContainerPort: in.Port, Protocol: corev1.ProtocolTCP}},
+		Ports:         []corev1.ContainerPort{{Name: "redislock", ContainerPort: served, Protocol: corev1.ProtocolTCP}},
 		RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
 		StartupProbe:  probe(30),
 		LivenessProbe: probe(3),
@@ -204,7 +239,9 @@ func Apply(pod *corev1.Pod, in Injection, a Agent) {
 	} else {
 		pod.Spec.InitContainers = append([]corev1.Container{agent}, pod.Spec.InitContainers...)
 	}
-	url := fmt.Sprintf("http://localhost:%d/leader", in.Port)
+	// 127.0.0.1, not localhost, which may name ::1 first: the agent's
+	// /leader may listen on 127.0.0.1 alone.
+	url := fmt.Sprintf("http://127.0.0.1:%d/leader", in.Port)
 	for i := range pod.Spec.Containers {
 		c := &pod.Spec.Containers[i]
 		if c.Name != in.RunContainer {

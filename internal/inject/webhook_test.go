@@ -178,8 +178,14 @@ func checkInjected(t *testing.T, pod *corev1.Pod, in inject.Injection) {
 	if a.RestartPolicy == nil || *a.RestartPolicy != corev1.ContainerRestartPolicyAlways {
 		t.Errorf("agent restartPolicy %v, want Always (a native sidecar)", a.RestartPolicy)
 	}
-	// The agent's own flag set parses what the webhook wrote.
+	// The agent's own flag set parses what the webhook wrote. With a probe
+	// port, /leader is on 127.0.0.1 and the kubelet probes that port.
 	wantFlags := agentflags.Flags{Lock: lock, HTTPAddress: fmt.Sprintf(":%d", port), LabelPod: in.LabelPod, LeaderFile: inject.LeaderFile, ClusterID: "test-cluster"}
+	served := port
+	if in.ProbePort != 0 {
+		wantFlags.HTTPAddress, wantFlags.ProbeAddress = fmt.Sprintf("127.0.0.1:%d", port), fmt.Sprintf(":%d", in.ProbePort)
+		served = in.ProbePort
+	}
 	if got, rest := parseAgentArgs(t, a.Args); got != wantFlags || len(rest) != 0 {
 		t.Errorf("agent args %q parse into %+v and %q, want %+v", a.Args, got, rest, wantFlags)
 	}
@@ -192,18 +198,18 @@ func checkInjected(t *testing.T, pod *corev1.Pod, in inject.Injection) {
 	if env["POD_NAME"] != "metadata.name" || env["POD_NAMESPACE"] != "metadata.namespace" {
 		t.Errorf("agent env %v lacks the downward-API POD_NAME and POD_NAMESPACE", a.Env)
 	}
-	if len(a.Ports) != 1 || a.Ports[0].ContainerPort != port {
-		t.Errorf("agent ports %+v, want %d", a.Ports, port)
+	if len(a.Ports) != 1 || a.Ports[0].ContainerPort != served {
+		t.Errorf("agent ports %+v, want %d", a.Ports, served)
 	}
 	for name, p := range map[string]*corev1.Probe{"startup": a.StartupProbe, "liveness": a.LivenessProbe} {
-		if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/healthz" || p.HTTPGet.Port.IntVal != port {
-			t.Errorf("agent %s probe %+v, want GET /healthz on %d", name, p, port)
+		if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/healthz" || p.HTTPGet.Port.IntVal != served {
+			t.Errorf("agent %s probe %+v, want GET /healthz on %d", name, p, served)
 		}
 	}
 	// Each app container is told where to ask, where to read, and who it
 	// is (a downward-API reference, shown here as "fieldRef:" and its path).
 	want := map[string]string{
-		inject.LeaderURLEnv:  fmt.Sprintf("http://localhost:%d/leader", port),
+		inject.LeaderURLEnv:  fmt.Sprintf("http://127.0.0.1:%d/leader", port),
 		inject.LeaderFileEnv: inject.MountPath + "/leader.json",
 		inject.IdentityEnv:   "fieldRef:metadata.name",
 	}
@@ -251,6 +257,17 @@ func TestPortAnnotationMovesTheAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkInjected(t, pod, inject.Injection{Lock: "lock", Port: 9777, LabelPod: true})
+}
+
+// The probe-port annotation gives the probes and /metrics a port of their
+// own, on every address, and keeps /leader on 127.0.0.1.
+func TestProbePortAnnotationKeepsLeaderOnLoopback(t *testing.T) {
+	ns := namespace(t)
+	pod := appPod(ns, map[string]string{inject.LockAnnotation: "lock", inject.ProbePortAnnotation: "8091"})
+	if err := k8s.Create(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	checkInjected(t, pod, inject.Injection{Lock: "lock", Port: inject.DefaultPort, ProbePort: 8091, LabelPod: true})
 }
 
 // The label-pod annotation turns the pod label off; "true" and no
@@ -380,6 +397,9 @@ func TestBadAnnotationIsRejected(t *testing.T) {
 		{"bad port", map[string]string{inject.LockAnnotation: "lock", inject.PortAnnotation: "99999"}, nil, `annotation redislock.io/agent-port: "99999" is not a port number`},
 		{"bad label-pod", map[string]string{inject.LockAnnotation: "lock", inject.LabelPodAnnotation: "no"}, nil, `annotation redislock.io/label-pod: "no" is neither "true" nor "false"`},
 		{"port taken", map[string]string{inject.LockAnnotation: "lock"}, []corev1.ContainerPort{{ContainerPort: inject.DefaultPort}}, "container app already uses port 8090"},
+		{"bad probe port", map[string]string{inject.LockAnnotation: "lock", inject.ProbePortAnnotation: "0"}, nil, `annotation redislock.io/agent-probe-port: "0" is not a port number`},
+		{"probe port is the agent's", map[string]string{inject.LockAnnotation: "lock", inject.PortAnnotation: "9000", inject.ProbePortAnnotation: "9000"}, nil, "annotation redislock.io/agent-probe-port: 9000 is the agent's port too"},
+		{"probe port taken", map[string]string{inject.LockAnnotation: "lock", inject.ProbePortAnnotation: "8080"}, nil, "container app already uses port 8080, the agent's probes'; set annotation redislock.io/agent-probe-port"},
 		{"run-container missing", map[string]string{inject.LockAnnotation: "lock", inject.RunContainerAnnotation: "worker"}, nil, `annotation redislock.io/run-container: the pod has no container "worker"`},
 		{"run-container without a command", map[string]string{inject.LockAnnotation: "lock", inject.RunContainerAnnotation: "app"}, nil, "container app sets no command, so the webhook cannot wrap it"},
 	}

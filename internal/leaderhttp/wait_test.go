@@ -58,7 +58,7 @@ func TestLongPollAnswersAtTheNextChange(t *testing.T) {
 	var c Changes
 	leading := false
 	status := func() Status { return Status{Leading: leading, Identity: "a", ObservedAt: clk.Now()} }
-	h := c.Handler(status, clk)
+	h := c.Handler(status, clk, 10)
 	before := clk.Now().Format(time.RFC3339Nano)
 	rec, done := longPoll(h, httptest.NewRequest(http.MethodGet, "/leader?wait=1m&after="+before, nil))
 	waitTimer(t, clk)
@@ -83,7 +83,7 @@ func TestLongPollAnswersAtTheNextChange(t *testing.T) {
 func TestLongPollAnswersTheUnchangedStateWhenTheWaitEnds(t *testing.T) {
 	clk := testingclock.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	var c Changes
-	h := c.Handler(func() Status { return Status{Identity: "a", ObservedAt: clk.Now()} }, clk)
+	h := c.Handler(func() Status { return Status{Identity: "a", ObservedAt: clk.Now()} }, clk, 10)
 	rec, done := longPoll(h, httptest.NewRequest(http.MethodGet, "/leader?wait=30s", nil))
 	waitTimer(t, clk)
 	clk.Step(29 * time.Second)
@@ -100,7 +100,7 @@ func TestLongPollAnswersTheUnchangedStateWhenTheWaitEnds(t *testing.T) {
 func TestLongPollWithoutWaitAnswersAtOnceAndBadParametersGet400(t *testing.T) {
 	clk := testingclock.NewFakeClock(time.Now())
 	var c Changes
-	h := c.Handler(func() Status { return Status{Identity: "a"} }, clk)
+	h := c.Handler(func() Status { return Status{Identity: "a"} }, clk, 10)
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/leader", nil))
 	if rec.Code != http.StatusServiceUnavailable {
@@ -124,7 +124,7 @@ func TestLongPollWithoutWaitAnswersAtOnceAndBadParametersGet400(t *testing.T) {
 func TestLongPollEndsWithTheClient(t *testing.T) {
 	clk := testingclock.NewFakeClock(time.Now())
 	var c Changes
-	h := c.Handler(func() Status { return Status{Identity: "a"} }, clk)
+	h := c.Handler(func() Status { return Status{Identity: "a"} }, clk, 10)
 	ctx, cancel := context.WithCancel(context.Background())
 	_, done := longPoll(h, httptest.NewRequest(http.MethodGet, "/leader?wait=5m", nil).WithContext(ctx))
 	waitTimer(t, clk)
@@ -133,4 +133,46 @@ func TestLongPollEndsWithTheClient(t *testing.T) {
 	if clk.HasWaiters() {
 		t.Error("the timer of a long poll whose client went is still set")
 	}
+}
+
+// Beyond the cap, a long poll is not held but answered at once, with the
+// current status and Retry-After, while the held ones stay held; a slot
+// that frees is taken by the next long poll.
+func TestLongPollBeyondTheCapIsAnsweredAtOnce(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	var c Changes
+	h := c.Handler(func() Status { return Status{Leading: true, Identity: "a", ObservedAt: clk.Now()} }, clk, 2)
+	waitHeld := func(n int) {
+		t.Helper()
+		if err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+			return h.Held() == n, nil
+		}); err != nil {
+			t.Fatalf("%d long polls held, want %d", h.Held(), n)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	_, first := longPoll(h, httptest.NewRequest(http.MethodGet, "/leader?wait=5m", nil).WithContext(ctx))
+	_, second := longPoll(h, httptest.NewRequest(http.MethodGet, "/leader?wait=5m", nil))
+	waitHeld(2)
+	rec, third := longPoll(h, httptest.NewRequest(http.MethodGet, "/leader?wait=5m", nil))
+	waitDone(t, third, "beyond the cap")
+	if rec.Code != http.StatusOK || rec.Header().Get("Retry-After") != "1" || !strings.Contains(rec.Body.String(), `"leading":true`) {
+		t.Errorf("answer beyond the cap: %d %v %s; want the status (200, leading) with Retry-After: 1", rec.Code, rec.Header(), rec.Body)
+	}
+	if returned(first) || returned(second) || h.OverCap() != 1 {
+		t.Errorf("first returned %t, second %t, over the cap %d; want both held, one over", returned(first), returned(second), h.OverCap())
+	}
+	cancel()
+	waitDone(t, first, "after its client went")
+	waitHeld(1)
+	_, fourth := longPoll(h, httptest.NewRequest(http.MethodGet, "/leader?wait=5m", nil))
+	waitHeld(2)
+	if returned(fourth) || h.OverCap() != 1 {
+		t.Errorf("a long poll after a slot freed: returned %t, over the cap %d; want it held", returned(fourth), h.OverCap())
+	}
+	clk.Step(time.Millisecond)
+	c.Notify(clk.Now())
+	waitDone(t, second, "after a change")
+	waitDone(t, fourth, "after a change")
+	waitHeld(0)
 }
