@@ -14,7 +14,7 @@ import (
 var (
 	holderInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "redislock_holder_info",
-		Help: "1 for the current holder of each RedisLock; no series while the lock is free.",
+		Help: "1 for the current holder of each RedisLock, as its status shows it: one series per lock, which changes at most once per renewInterval after a short burst; none while the lock is free.",
 	}, []string{"namespace", "name", "holder"})
 	transitionsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "redislock_observed_transitions_total",
@@ -77,6 +77,15 @@ func setHolderMetric(namespace, name, holder string) {
 	l.holder = holder
 	if holder != "" {
 		holderInfo.WithLabelValues(namespace, name, holder).Set(1)
+	}
+}
+
+// countTransitions adds n holder changes the controller saw to the lock's
+// transitions counter, as status.leaderTransitions counts them; n < 1
+// adds nothing.
+func countTransitions(namespace, name string, n int32) {
+	if n > 0 {
+		transitionsTotal.WithLabelValues(namespace, name).Add(float64(n))
 	}
 }
 

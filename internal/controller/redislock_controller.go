@@ -80,10 +80,15 @@ type RedisLockReconciler struct {
 	// eviction policy is due to be read again, and the backoff of a lost
 	// subscription. Default: clock.RealClock.
 	Clock clock.WithDelayedExecution
+	// ConnectPolicy limits what a RedisLock may make the controller
+	// connect to. Default: anything.
+	ConnectPolicy ConnectPolicy
 
-	clients *clientCache
-	secrets *secretCache
-	own     ownWrites
+	clients  *clientCache
+	breakers *breakers
+	secrets  *secretCache
+	own      ownWrites
+	pace     pacer
 }
 
 // Every write is a patch (metadata, the managed-fields take-over) or an
@@ -105,7 +110,9 @@ func (r *RedisLockReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if err := r.Get(ctx, req.NamespacedName, &rl); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.clients.forget(req.NamespacedName)
+			r.breakers.forget(req.NamespacedName)
 			r.own.forget(req.NamespacedName)
+			r.pace.forget(req.NamespacedName)
 			forgetMetrics(req.Namespace, req.Name)
 			return ctrl.Result{}, nil
 		}
@@ -139,7 +146,22 @@ type lockScope struct {
 	timing redislock.Timing
 	// secrets serves this reconcile's Secrets; set by lockClient.
 	secrets *secretReader
-	log     logr.Logger
+	// redisDone reports the outcome of this reconcile's Redis calls to
+	// the connection's breaker; set by lockClient, called by finishRedis.
+	redisDone func(error)
+	// showIn is how long what this reconcile's look saw waits for the
+	// lock's turn to show it (see Pacing); 0 when it is shown.
+	showIn time.Duration
+	log    logr.Logger
+}
+
+// finishRedis reports the outcome of the reconcile's Redis calls to the
+// connection's breaker, once.
+func (s *lockScope) finishRedis(err error) {
+	if s.redisDone != nil {
+		s.redisDone(err)
+		s.redisDone = nil
+	}
 }
 
 func newLockScope(ctx context.Context, rl *v1alpha1.RedisLock) *lockScope {
@@ -160,12 +182,24 @@ func (r *RedisLockReconciler) reconcileNormal(ctx context.Context, s *lockScope)
 	rl.Status.EffectiveTiming = &v1alpha1.EffectiveTiming{
 		TTL: metav1.Duration{Duration: s.timing.TTL}, RenewInterval: metav1.Duration{Duration: s.timing.RenewInterval}, RenewDeadline: metav1.Duration{Duration: s.timing.RenewDeadline},
 	}
+	// A reconcile before the lock's next turn to look (see Pacing) only
+	// waits for it.
+	if wait := r.pace.look(rl, s.timing.RenewInterval, r.Clock.Now()); wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
 	lc, cfg, err := r.lockClient(ctx, s)
 	rl.Status.Connection = cfg.Connection
+	if errors.Is(err, errNotAsked) {
+		// Its servers did not answer other locks just now: shown as
+		// unreachable, the last holder kept, without a try of its own.
+		applyHolder(rl, cfg, redislock.Holder{}, err, r.Clock.Now())
+		observed(rl)
+		return ctrl.Result{RequeueAfter: r.nextLook(s, redislock.Holder{}, err)}, nil
+	}
 	if err != nil {
 		setUnusable(rl, err)
 		if becameFalse(s.before, rl, v1alpha1.ConditionReady) {
-			r.Recorder.Eventf(rl, nil, corev1.EventTypeWarning, EventInvalidSpec, "Connect", "%v", err)
+			r.Recorder.Eventf(rl, nil, corev1.EventTypeWarning, EventInvalidSpec, "Connect", "%s", conditionMessage(rl, v1alpha1.ConditionReady))
 			s.log.Info("cannot use spec", "reason", reasonFor(err), "error", err.Error())
 		}
 		observed(rl)
@@ -178,10 +212,12 @@ func (r *RedisLockReconciler) reconcileNormal(ctx context.Context, s *lockScope)
 	}
 	if _, ok := rl.Annotations[ForceReleaseAnnotation]; ok {
 		if err := r.forceRelease(ctx, s, lc, name); err != nil {
+			s.finishRedis(err)
 			return ctrl.Result{}, err
 		}
 	}
 	h, err := r.observe(ctx, s, lc, cfg, name)
+	s.finishRedis(err)
 	if err != nil {
 		// A rotated password may be why: read the Secrets anew.
 		s.secrets.forget()
@@ -191,57 +227,87 @@ func (r *RedisLockReconciler) reconcileNormal(ctx context.Context, s *lockScope)
 }
 
 // observe reads the lock's holder and the nodes' eviction policy into rl's
-// status, conditions and metrics, telling a change of holder and a new
-// fault once (an event and a log line). It returns what Inspect returned.
+// status, conditions and metrics when the lock has its turn to show them
+// (see Pacing; else rl's status stays as read, what the look saw waits,
+// and s.showIn says for how long), and then tells a change of holder and
+// a new fault once (tell). It returns what Inspect returned.
 func (r *RedisLockReconciler) observe(ctx context.Context, s *lockScope, lc *redislock.Client, cfg redisconn.Config, name string) (redislock.Holder, error) {
 	rl := s.rl
+	shown := rl.Status.DeepCopy()
+	r.pace.resume(rl)
 	evictionErr := r.checkEviction(ctx, s)
 	h, err := lc.Inspect(ctx, name)
-	prev, transitions := rl.Status.HolderIdentity, rl.Status.LeaderTransitions
-	if applyHolder(rl, cfg, h, err, r.Clock.Now()) {
-		s.log.Info("holder changed", "from", prev, "to", rl.Status.HolderIdentity, "fence", h.Fence)
-		r.Recorder.Eventf(rl, nil, corev1.EventTypeNormal, EventLeaderChanged, "Observe", "holder changed from %q to %q", prev, rl.Status.HolderIdentity)
-		// As status.leaderTransitions counts: a handover the controller
-		// saw with the lock free between two holders counts too.
-		if rl.Status.LeaderTransitions > transitions {
-			transitionsTotal.WithLabelValues(rl.Namespace, rl.Name).Inc()
-		}
-	}
+	changed := applyHolder(rl, cfg, h, err, r.Clock.Now())
 	if evictionErr != nil && cfg.EvictingNodes == v1alpha1.EvictingNodesRefuse {
-		setCondition(rl, v1alpha1.ConditionReady, metav1.ConditionFalse, ReasonEvictionPolicy, "candidates refuse these nodes (evictingNodes: Refuse): "+evictionErr.Error())
+		setCondition(rl, v1alpha1.ConditionReady, metav1.ConditionFalse, ReasonEvictionPolicy, "candidates refuse these nodes (evictingNodes: Refuse): "+evictionMessage(evictionErr))
+	}
+	if err != nil {
+		countRedisError(rl.Namespace, rl.Name, reasonFor(err))
+	}
+	var flap flapping
+	if s.showIn, flap = r.pace.show(rl, shown, changed, s.timing.RenewInterval, r.Clock.Now()); s.showIn == 0 {
+		r.tell(s, flap, h, err, evictionErr)
 	}
 	// Every reconcile, so that a restarted controller shows the holder
 	// before the holder next changes.
 	setHolderMetric(rl.Namespace, rl.Name, rl.Status.HolderIdentity)
-	if err != nil {
-		countRedisError(rl.Namespace, rl.Name, reasonFor(err))
-		if errors.Is(err, redislock.ErrNoQuorum) && becameFalse(s.before, rl, v1alpha1.ConditionRedisReachable) {
-			r.Recorder.Eventf(rl, nil, corev1.EventTypeWarning, EventRedisUnreachable, "Inspect", "%v", err)
-			s.log.Info("Redis unreachable", "error", err.Error())
-		}
-	}
 	return h, err
 }
 
-// nextLook is when to look again: when the holder's key would expire, in
-// case it crashed, since expiry sends no message. While Redis is
+// tell records the Events, log lines and transitions metric of what a look
+// shows in rl's status, against s.before, the status shown until now: the
+// holder's changes (one event for all of flap's), and each fault that is
+// new.
+func (r *RedisLockReconciler) tell(s *lockScope, flap flapping, h redislock.Holder, err, evictionErr error) {
+	rl := s.rl
+	prev := s.before.Status.HolderIdentity
+	logFaults(s.log, s.before, rl, h, err)
+	switch {
+	case flap.changes == 1:
+		s.log.Info("holder changed", "from", prev, "to", rl.Status.HolderIdentity, "fence", h.Fence)
+		r.Recorder.Eventf(rl, nil, corev1.EventTypeNormal, EventLeaderChanged, "Observe", "holder changed from %q to %q", prev, rl.Status.HolderIdentity)
+	case flap.changes > 1:
+		over := flap.over.Round(time.Millisecond)
+		s.log.Info("holder changed repeatedly", "times", flap.changes, "over", over.String(), "from", prev, "to", rl.Status.HolderIdentity, "fence", h.Fence)
+		r.Recorder.Eventf(rl, nil, corev1.EventTypeNormal, EventLeaderChanged, "Observe", "holder changed %d times in the last %v; now %q", flap.changes, over, rl.Status.HolderIdentity)
+	}
+	// As status.leaderTransitions counts: a handover the controller saw
+	// with the lock free between two holders counts too.
+	countTransitions(rl.Namespace, rl.Name, rl.Status.LeaderTransitions-s.before.Status.LeaderTransitions)
+	if becameFalse(s.before, rl, ConditionEvictionSafe) {
+		r.Recorder.Eventf(rl, nil, corev1.EventTypeWarning, ReasonEvictionPolicy, "CheckEviction", "%s", evictionMessage(evictionErr))
+		s.log.Info("WARNING: Redis can evict lock keys", "error", evictionErr.Error())
+	}
+	if errors.Is(err, redislock.ErrNoQuorum) && becameFalse(s.before, rl, v1alpha1.ConditionRedisReachable) {
+		r.Recorder.Eventf(rl, nil, corev1.EventTypeWarning, EventRedisUnreachable, "Inspect", "%s", conditionMessage(rl, v1alpha1.ConditionRedisReachable))
+		s.log.Info("Redis unreachable", "error", err.Error())
+	}
+}
+
+// nextLook is when to look again: at the lock's turn to show what this
+// look saw, when it waits for one (see Pacing). Else when the holder's key
+// would expire, in case it crashed, since expiry sends no message, but no
+// sooner than a renewInterval: a key that a server says expires at once
+// must not make the controller look again at once. While Redis is
 // unreachable, every Resync at the latest (not with the controller's error
 // backoff, which grows to many minutes), and sooner: a lock's users retry
 // every renewInterval.
 func (r *RedisLockReconciler) nextLook(s *lockScope, h redislock.Holder, err error) time.Duration {
 	switch {
+	case s.showIn > 0:
+		return s.showIn
 	case errors.Is(err, redislock.ErrNoQuorum):
 		return min(r.Resync, s.timing.RenewInterval*4)
 	case h.Identity != "" && h.FreeIn > 0 && h.FreeIn < r.Resync:
-		return h.FreeIn + 10*time.Millisecond
+		return max(h.FreeIn+10*time.Millisecond, s.timing.RenewInterval)
 	}
 	return r.Resync
 }
 
 // checkEviction sets the EvictionSafe condition from the nodes' memory
-// policy, read at most once per Resync for each set of nodes, and tells a
-// new risk once (an event and a log line). It returns the risk, nil when
-// there is none.
+// policy, read at most once per Resync for each set of nodes (tell tells a
+// new risk once, when it is shown). It returns the risk, nil when there is
+// none.
 func (r *RedisLockReconciler) checkEviction(ctx context.Context, s *lockScope) error {
 	rl := s.rl
 	err := r.clients.evictionRisk(ctx, client.ObjectKeyFromObject(rl), r.Resync)
@@ -250,12 +316,8 @@ func (r *RedisLockReconciler) checkEviction(ctx context.Context, s *lockScope) e
 		evictionRisk.WithLabelValues(rl.Namespace, rl.Name).Set(0)
 		return nil
 	}
-	setCondition(rl, ConditionEvictionSafe, metav1.ConditionFalse, ReasonEvictionPolicy, err.Error())
+	setCondition(rl, ConditionEvictionSafe, metav1.ConditionFalse, ReasonEvictionPolicy, evictionMessage(err))
 	evictionRisk.WithLabelValues(rl.Namespace, rl.Name).Set(1)
-	if becameFalse(s.before, rl, ConditionEvictionSafe) {
-		r.Recorder.Eventf(rl, nil, corev1.EventTypeWarning, ReasonEvictionPolicy, "CheckEviction", "%v", err)
-		s.log.Info("WARNING: Redis can evict lock keys", "error", err.Error())
-	}
 	return err
 }
 
@@ -275,16 +337,24 @@ func (r *RedisLockReconciler) lockClient(ctx context.Context, s *lockScope) (lc 
 			s.secrets.forget()
 		}
 	}()
-	if cfg, err = redisconn.Resolve(ctx, s.secrets, rl); err != nil {
+	if cfg, err = r.ConnectPolicy.resolve(ctx, s.secrets, rl); err != nil {
 		return nil, cfg, err
 	}
+	if s.redisDone, err = r.breakers.allow(client.ObjectKeyFromObject(rl), cfg.Key()); err != nil {
+		return nil, cfg, err
+	}
+	defer func() {
+		if err != nil {
+			s.finishRedis(err)
+		}
+	}()
 	if lc, err = r.clients.get(ctx, client.ObjectKeyFromObject(rl), cfg, redisconn.LockName(rl, r.ClusterID)); err != nil {
 		return nil, cfg, err
 	}
 	// The engine checks what the API server's rules cannot: the drift
 	// allowance, whole milliseconds, and a shared connection's nodeTimeout
 	// against this lock's ttl.
-	if err := lc.CheckTiming(s.timing); err != nil {
+	if err = lc.CheckTiming(s.timing); err != nil {
 		return nil, cfg, err
 	}
 	return lc, cfg, nil
@@ -344,11 +414,12 @@ func (r *RedisLockReconciler) reconcileDelete(ctx context.Context, s *lockScope)
 	if err == nil {
 		var rel redislock.Released
 		rel, err = lc.ForceRelease(ctx, redisconn.LockName(rl, r.ClusterID), s.timing.TTL)
+		s.finishRedis(err)
 		if err == nil {
 			r.Recorder.Eventf(rl, nil, corev1.EventTypeNormal, EventReleasedOnDelete, "Delete", "released lock from holder %q before deletion; grantable again in %v", rel.Identity, rel.Wait.Round(time.Millisecond))
 		}
 	}
-	if err != nil && !errors.Is(err, redisconn.ErrSecret) && !errors.Is(err, redisconn.ErrConnection) && !errors.Is(err, redisconn.ErrInvalidSpec) && !errors.Is(err, redislock.ErrInvalidOptions) {
+	if err != nil && !isSpecError(err) {
 		// Redis down: retry with backoff rather than leave the key.
 		return fmt.Errorf("release on delete: %w", err)
 	}
@@ -359,6 +430,7 @@ func (r *RedisLockReconciler) reconcileDelete(ctx context.Context, s *lockScope)
 		s.log.Info("deleted without releasing the lock", "error", err.Error())
 	}
 	r.clients.forget(client.ObjectKeyFromObject(rl))
+	r.breakers.forget(client.ObjectKeyFromObject(rl))
 	controllerutil.RemoveFinalizer(rl, Finalizer)
 	return nil
 }
@@ -385,6 +457,7 @@ func (r *RedisLockReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		r.APIReader = mgr.GetAPIReader()
 	}
 	r.secrets = newSecretCache(r.APIReader, r.Clock)
+	r.breakers = newBreakers()
 	changed := make(chan event.GenericEvent, 1024)
 	r.clients = newClientCache(mgr.GetLogger().WithName("redis"), r.Clock, changed)
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
@@ -403,7 +476,13 @@ func (r *RedisLockReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&v1alpha1.ClusterRedisConnection{}, handler.EnqueueRequestsFromMapFunc(r.locksUsing(v1alpha1.KindClusterRedisConnection))).
 		WatchesRawSource(source.Channel(changed, &handler.EnqueueRequestForObject{})).
 		Named("redislock").
-		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
+		WithOptions(controller.Options{
+			MaxConcurrentReconciles: r.MaxConcurrentReconciles,
+			// A safety net: each Redis call has its nodeTimeout (at most
+			// redislock.MaxNodeTimeout), and a reconcile makes a few.
+			ReconciliationTimeout: reconcileTimeout,
+			NewQueue:              fairQueue(mgr.GetLogger(), r.MaxConcurrentReconciles),
+		}).
 		Complete(r)
 }
 

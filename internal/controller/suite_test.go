@@ -29,6 +29,10 @@ var k8s client.Client
 // clusterID is the test API server's cluster identity.
 var clusterID string
 
+// apiConfig reaches the test API server, for tests that start a manager
+// of their own.
+var apiConfig *rest.Config
+
 // lockIn returns the prefix of the Redis lock names of ns's RedisLocks of
 // scope Cluster: "<clusterID>/<ns>".
 func lockIn(ns string) string { return clusterID + "/" + ns }
@@ -43,6 +47,7 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M, cfg *rest.Config) (int, error) {
+	apiConfig = cfg
 	scheme, err := testenv.Scheme()
 	if err != nil {
 		return 0, err
@@ -54,9 +59,14 @@ func run(m *testing.M, cfg *rest.Config) (int, error) {
 		return 0, err
 	}
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.UseDevMode(true)))
-	// The cache as the controller's command sets it up.
+	// The cache as the controller's command sets it up: the RedisLocks
+	// without a class.
+	noClass, err := controller.ClassSelector("")
+	if err != nil {
+		return 0, err
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"},
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{&v1alpha1.RedisLock{}: {Transform: controller.StripManagedFields}}}})
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{&v1alpha1.RedisLock{}: {Label: noClass, Transform: controller.StripManagedFields}}}})
 	if err != nil {
 		return 0, err
 	}

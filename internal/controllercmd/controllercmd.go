@@ -135,7 +135,8 @@ func (c config) setup(ctx context.Context, mgr manager.Manager, certs *webhookce
 	if err != nil {
 		return fmt.Errorf("controller: %w", err)
 	}
-	r := &controller.RedisLockReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("redislock-controller"), Resync: c.resync, ClusterID: clusterID, MaxConcurrentReconciles: c.workers}
+	r := &controller.RedisLockReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("redislock-controller"), Resync: c.resync, ClusterID: clusterID, MaxConcurrentReconciles: c.workers,
+		ConnectPolicy: c.connectPolicy}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("controller: setup: %w", err)
 	}

@@ -36,6 +36,9 @@ type config struct {
 	lockClass  string
 	workers    int
 	webhook    webhookFlags
+	// connectPolicy is -allow-inline-redis and
+	// -redis-allowed-destinations.
+	connectPolicy controller.ConnectPolicy
 	// agentResources and cache are derived from the flags.
 	agentResources corev1.ResourceRequirements
 	cache          cache.Options
@@ -58,6 +61,8 @@ func parseFlags(args []string) (config, error) {
 	watchNamespaces := fs.String("watch-namespaces", "", "comma-separated namespaces whose RedisLocks and RedisConnections the controller reconciles (its RBAC can then be Roles there); default: all")
 	fs.StringVar(&c.lockClass, "lock-class", "", "reconcile only the RedisLocks labelled "+v1alpha1.ClassLabel+"=<this>; default: only those without the label, so that several controllers can share a cluster")
 	fs.IntVar(&c.workers, "max-concurrent-reconciles", 4, "how many RedisLocks are reconciled at once: a lock whose Redis is slow to answer holds up one of them for up to its nodeTimeout")
+	allowInline := fs.Bool("allow-inline-redis", true, "serve RedisLocks whose spec.redis names Redis servers; false: only those that name a RedisConnection or ClusterRedisConnection (spec.connectionRef), the others are not Ready (InlineRedisForbidden) and the controller connects nowhere for them")
+	destinations := fs.String("redis-allowed-destinations", "", "comma-separated CIDRs, IPs and DNS suffixes the controller may connect to for RedisLocks, checked on the IP of each connection (masters and nodes a Sentinel or Cluster names too): a name under a suffix is still refused on a loopback, link-local or unspecified IP no CIDR lists; default: anywhere")
 	c.webhook.bind(fs)
 	logFlags := cli.BindLogFlags(fs)
 	if err := cli.Parse(fs, args); err != nil {
@@ -67,7 +72,8 @@ func parseFlags(args []string) (config, error) {
 		return c, cli.Usagef("controller: unexpected arguments %q", fs.Args())
 	}
 	c.kubeconfig = *kubeconfigPath
-	if err := c.check(*leaderRedisLock, *watchNamespaces); err != nil {
+	c.connectPolicy.ForbidInlineRedis = !*allowInline
+	if err := c.check(*leaderRedisLock, *watchNamespaces, *destinations); err != nil {
 		return c, err
 	}
 	c.log = logFlags.Logger()
@@ -76,11 +82,14 @@ func parseFlags(args []string) (config, error) {
 
 // check checks c and derives from it, and from the flags given, what the
 // controller runs with; its errors are usage errors.
-func (c *config) check(leaderRedisLock, watchNamespaces string) error {
+func (c *config) check(leaderRedisLock, watchNamespaces, destinations string) error {
 	if c.workers < 1 {
 		return cli.Usagef("controller: -max-concurrent-reconciles=%d: want 1 or more", c.workers)
 	}
 	var err error
+	if c.connectPolicy.Destinations, err = controller.ParseDestinations(destinations); err != nil {
+		return cli.Usagef("controller: -redis-allowed-destinations: %v", err)
+	}
 	if c.agentResources, err = c.webhook.agentResources(); err != nil {
 		return cli.Usage(err)
 	}

@@ -39,6 +39,7 @@ func TestChartNotesFollowTheOptions(t *testing.T) {
 		{"no agent role", []string{"--set", "agentRole.create=false"}},
 		{"no webhook", []string{"--set", "webhook.enabled=false"}},
 		{"plain HTTP metrics", []string{"--set", "metrics.secure=false"}},
+		{"connections only", []string{"--set", "redisAccess.allowInline=false"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -73,6 +73,10 @@ var everythingOn = []string{
 	"--set", "livenessProbe.timeoutSeconds=3", "--set", "livenessProbe.failureThreshold=5", "--set", "readinessProbe.periodSeconds=2",
 	"--set", "serviceAccount.automountServiceAccountToken=false", "--set", "webhook.hostNetwork=true",
 	"--set", "networkPolicy.enabled=true", "--set", "networkPolicy.metricsFrom[0].namespaceSelector.matchLabels.name=monitoring",
+	"--set", "networkPolicy.egress.enabled=true", "--set", "networkPolicy.egress.apiServer[0].ipBlock.cidr=10.0.0.5/32",
+	"--set", "networkPolicy.egress.apiServerPorts={6443}", "--set", "networkPolicy.egress.dns[0].ipBlock.cidr=10.96.0.10/32",
+	"--set", "networkPolicy.egress.redisCIDRs={10.20.0.0/16}", "--set", "networkPolicy.egress.redisPorts={6379,26379}",
+	"--set", "redisAccess.allowInline=false", "--set", "redisAccess.allowedDestinations={10.20.0.0/16,redis.example.com}",
 }
 
 // render runs helm template of chart in namespace "ops" and returns its objects.

@@ -121,4 +121,10 @@ Rules across values that the schema cannot explain: fail with the reason.
 {{- if and (eq .Values.leaderElection.mode "none") (gt (int .Values.replicas) 1) -}}
 {{- fail (printf "leaderElection.mode=none needs replicas=1, not %v: without an election every replica runs the controller, so several would reconcile each RedisLock at once; set replicas=1, or leaderElection.mode=lease or redislock" .Values.replicas) -}}
 {{- end -}}
+{{- if and .Values.networkPolicy.egress.enabled (not .Values.networkPolicy.egress.apiServer) -}}
+{{- fail "networkPolicy.egress.enabled needs networkPolicy.egress.apiServer: without it the controller cannot reach the API server; list its endpoints' addresses (kubectl get endpointslices -n default -l kubernetes.io/service-name=kubernetes) as in [{ipBlock: {cidr: 10.0.0.5/32}}]" -}}
+{{- end -}}
+{{- if and .Values.networkPolicy.egress.enabled (not .Values.networkPolicy.egress.redisCIDRs) -}}
+{{- fail "networkPolicy.egress.enabled needs networkPolicy.egress.redisCIDRs: without it the controller reaches no Redis server at all; list the networks of the servers your RedisLocks and connections name" -}}
+{{- end -}}
 {{- end -}}

@@ -1,0 +1,4 @@
+package controller
+
+// FaultMessage is faultMessage, for the tests of package controller_test.
+var FaultMessage = faultMessage
