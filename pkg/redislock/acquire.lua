@@ -30,11 +30,16 @@
 -- DEL, an eviction, a force-release) is not free: its holder may still
 -- believe it holds the lock until the validity the last renewal recorded.
 --
--- Restart guard: a node without the fencing counter has never granted the
--- lock, or has lost its data (a restart without persistence, a FLUSHALL,
--- FLUSHDB or SWAPDB), and then a holder it granted may still believe it holds
--- the lock for up to a ttl after the loss. Such a node grants nothing new
--- until a ttl after its data is known whole again. The epoch marker records
+-- Restart guard: a node may have lost data (a restart without persistence,
+-- or from a snapshot older than its last writes, a FLUSHALL, FLUSHDB or
+-- SWAPDB), and then a holder it granted may still believe it holds the lock
+-- for up to a ttl after the loss, whether the loss took the lock's fencing
+-- counter too (no persistence, a flush) or left an older one (a snapshot
+-- taken before the last grant: Redis's default save points). Such a node
+-- grants nothing until a ttl after its data is known whole again, and a
+-- counter older than that (below "since", in the counter's units) restarts
+-- from the clock, as a new one does, so that no token handed out after the
+-- snapshot is handed out again (S3). The epoch marker records
 -- since when that is ("since", server ms), and the node's LASTSAVE when that
 -- was last checked. The marker goes with the data, and a restart that
 -- restores the data from disk changes LASTSAVE (Redis sets it at start-up),
@@ -53,7 +58,7 @@
 -- than now - (uptime - 1s). A CONFIG RESETSTAT, which clears the flush
 -- counts, counts as a flush. Not caught: SWAPDB with a database whose locks
 -- use the same key prefix (its marker comes along).
-local function guard(now, ttl, m)
+local function guard(now, m)
   local saved = redis.call('LASTSAVE')
   local since, checked
   if m then
@@ -82,7 +87,7 @@ local function guard(now, ttl, m)
     end
     redis.call('SET', KEYS[5], since .. ':' .. checked)
   end
-  return since + ttl - now
+  return since
 end
 
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
@@ -115,25 +120,39 @@ end
 -- entity.
 local fence = now * 1000 + 1
 local fresh = redis.call('SET', KEYS[2], now .. '001', 'NX', 'PX', ARGV[4])
-if fresh then
-  if ARGV[3] ~= '1' then
-    -- A failing read (an ACL without LASTSAVE or INFO, a renamed command)
-    -- must not leave the key and the counter behind: the counter would
-    -- make the next attempt skip the guard.
-    local ok, wait = pcall(guard, now, ttl, v[2])
-    if not ok or wait > 0 then
+local since
+if ARGV[3] ~= '1' then
+  -- A failing read (an ACL without LASTSAVE or INFO, a renamed command)
+  -- must not leave the key and a new counter behind: the counter would
+  -- make the next attempt take the older-counter path.
+  local ok, s = pcall(guard, now, v[2])
+  local wait = ok and s + ttl - now
+  if not ok or wait > 0 then
+    if fresh then
       redis.call('DEL', KEYS[1], KEYS[2])
-    end
-    if not ok then
-      return redis.error_reply('redislock: restart guard: ' .. (type(wait) == 'table' and tostring(wait.err) or tostring(wait)))
-    end
-    if wait > 0 then
-      return {0, wait}
+    else
+      redis.call('DEL', KEYS[1])
     end
   end
-else
+  if not ok then
+    return redis.error_reply('redislock: restart guard: ' .. (type(s) == 'table' and tostring(s.err) or tostring(s)))
+  end
+  if wait > 0 then
+    return {0, wait}
+  end
+  since = s
+end
+if not fresh then
   fence = redis.call('INCR', KEYS[2])
-  redis.call('PEXPIRE', KEYS[2], ARGV[4])
+  if since and fence <= since * 1000 then
+    -- A counter from before the data's epoch: restored from a snapshot,
+    -- it may lack the grants made after it.
+    -- (A string: Lua writes a number this large in exponent form.)
+    fence = now * 1000 + 1
+    redis.call('SET', KEYS[2], now .. '001', 'PX', ARGV[4])
+  else
+    redis.call('PEXPIRE', KEYS[2], ARGV[4])
+  end
 end
 redis.call('SET', KEYS[3], now + ttl)
 if ARGV[5] ~= '' then

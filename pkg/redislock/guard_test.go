@@ -280,3 +280,52 @@ func TestRestartGuardFailsClosedWithoutItsCommands(t *testing.T) {
 
 // firstErr returns the error of a two-valued call.
 func firstErr[T any](_ T, err error) error { return err }
+
+// A crash at Redis's default persistence (save points, no AOF) restores
+// the last snapshot, which has a lock's fencing counter from an earlier
+// grant but not the grant after it. Whose counter survived, the guard must
+// still hold candidates back until a ttl after the restart (the holder may
+// believe until then: S1), and the next token must be above the lost
+// grant's (S3). Before, a rival was granted at once, with the holder's
+// token.
+func TestRestartGuardCatchesASnapshotOfAnEarlierGrant(t *testing.T) {
+	s := redistest.Start(t, redisproc.Options{Args: []string{"--save", "3600 1 300 100 60 10000"}})
+	const ttl = 3 * time.Second
+	a, b := guardedClient(t, "a", s), guardedClient(t, "b", s)
+	redistest.WaitUp(t, ttl, s)
+	ctx := context.Background()
+	l, err := a.Obtain(ctx, "x", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c := s.Client()
+	defer func() { _ = c.Close() }()
+	if err := c.Save(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	held, err := a.Obtain(ctx, "x", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Restart(); err != nil { // kill -9, then a start from the snapshot
+		t.Fatal(err)
+	}
+	if v := get(t, s, lockKey("x")+":fence"); v == "" {
+		t.Fatal("the restart did not restore the snapshot: no fencing counter")
+	}
+	if v := get(t, s, lockKey("x")); v != "" {
+		t.Fatalf("the restored snapshot holds the grant made after it: %q", v)
+	}
+	wantRestartGuard(t, firstErr(b.Obtain(ctx, "x", ttl)), "a lock whose counter the snapshot restored", ttl+time.Second)
+	var got *redislock.Lock
+	waitFor(t, 2*ttl+5*time.Second, "the guard to lift", func() bool {
+		got, err = b.Obtain(ctx, "x", ttl)
+		return err == nil
+	})
+	if got.Fence() <= held.Fence() {
+		t.Fatalf("token %d after the restart, not above the lost grant's %d (S3)", got.Fence(), held.Fence())
+	}
+}
