@@ -173,10 +173,10 @@ type RedisConnectionSpec struct {
 	// waitReplicas is how many of the master's replicas must acknowledge
 	// each acquisition and renewal (Redis WAIT, within nodeTimeout) before
 	// it counts; Sentinel and Cluster modes only (in a Cluster, the
-	// replicas of the master of the lock's slot). Unset: as many as the
-	// most replicas the master has had connected since the candidate
-	// started, however many there are (a failover then waits until the
-	// old master has rejoined as a replica). A
+	// replicas of the master of the lock's slot). Unset: every replica
+	// that may be promoted, as the Sentinels (SENTINEL REPLICAS) or the
+	// Cluster (CLUSTER REPLICAS) say, and any other attached to the
+	// master; a backup or sync tool (no listening port) never counts. A
 	// failover then promotes a replica that has the lock, so no holder
 	// believes in a key the new master lacks. A number below the replicas
 	// lets Sentinel promote one that lacks a fresh grant (it judges by

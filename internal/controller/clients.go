@@ -216,7 +216,9 @@ func (c *clientCache) closeAll() {
 // distinct servers.
 func (c *clientCache) open(ctx context.Context, cfg redisconn.Config) (*cacheEntry, error) {
 	nodes := cfg.Clients()
-	lc, err := redislock.New(nodes, &redislock.Options{Identity: "redislock-controller", NodeTimeout: cfg.NodeTimeout, Logger: c.log, Clock: c.clock})
+	// A force-release waits for the replicas as the candidates' writes
+	// do, so that a failover right after it cannot undo it.
+	lc, err := redislock.New(nodes, &redislock.Options{Identity: "redislock-controller", NodeTimeout: cfg.NodeTimeout, WaitReplicas: cfg.WaitReplicas, Logger: c.log, Clock: c.clock})
 	if err == nil {
 		err = lc.CheckIndependent(ctx)
 	}

@@ -334,6 +334,10 @@ func (c Config) Clients() []redis.UniversalClient {
 			Dialer: dial,
 		}
 	}
+	if c.Mode == v1alpha1.ModeSentinel {
+		// Its Sentinels say which replicas WaitAllReplicas waits for.
+		return []redis.UniversalClient{redislock.NewSentinelNode(opts(c.Addrs).Failover())}
+	}
 	if c.Mode != v1alpha1.ModeRedlock {
 		return []redis.UniversalClient{redis.NewUniversalClient(opts(c.Addrs))}
 	}

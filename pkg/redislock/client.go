@@ -101,8 +101,9 @@ type Client struct {
 	replies sync.Pool // of *replyBuf
 	durable string    // acquire.lua's ARGV[3]: "1" with AssumeDurable
 	// announce is acquire.lua's ARGV[6]: "1" for the script to publish a
-	// grant, "0" with WaitReplicas, where acquire publishes it once the
-	// replicas acknowledged it (see announceGrant).
+	// grant (one node, no WaitReplicas), "0" with WaitReplicas or Redlock,
+	// where acquire publishes it once the replicas acknowledged it or a
+	// majority granted it (see announceGrant).
 	announce string
 	// epoch gives the restart guard's epoch marker for a lock name.
 	epoch func(name string) string
@@ -171,7 +172,9 @@ func New(nodes []redis.UniversalClient, opts *Options) (*Client, error) {
 	if o.AssumeDurable {
 		c.durable = "1"
 	}
-	if o.WaitReplicas != 0 {
+	if o.WaitReplicas != 0 || len(nodes) > 1 {
+		// A grant counts only once replicas, or a majority of nodes,
+		// acknowledged it: announced then (see announceGrant).
 		c.announce = "0"
 	}
 	c.replies.New = func() any { return &replyBuf{r: make([]reply, len(nodes))} }
@@ -179,8 +182,10 @@ func New(nodes []redis.UniversalClient, opts *Options) (*Client, error) {
 		if rc == nil {
 			return nil, fmt.Errorf("%w: node %d is nil", ErrInvalidOptions, i)
 		}
-		n := newNode(nodeName(i, rc), rc, o.WaitReplicas, o.NodeTimeout)
-		n.replicasKey = nodeKeys(o.KeyPrefix, replicasSuffix, nodes)
+		if o.WaitReplicas == WaitAllReplicas && isFailoverClient(rc) {
+			return nil, fmt.Errorf("%w: node %d: WaitAllReplicas on a Sentinel-managed master needs NewSentinelNode, whose Sentinels say which replicas may be promoted, not redis.NewFailoverClient", ErrInvalidOptions, i)
+		}
+		n := newNode(nodeName(i, rc), rc, o.WaitReplicas, o.NodeTimeout, o.Clock)
 		if o.WaitReplicas != 0 && n.sticky == nil && n.cluster == nil {
 			return nil, fmt.Errorf("%w: node %d: WaitReplicas needs a client of one server (redis.NewClient, redis.NewFailoverClient) or a Cluster's, not a %T, whose pipelines go by key", ErrInvalidOptions, i, rc)
 		}

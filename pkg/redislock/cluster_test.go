@@ -109,7 +109,7 @@ func TestRestartGuardOnRedisCluster(t *testing.T) {
 // and fencing keys move with it, as they share its hash tag, so the next
 // holder's token is the next one. With WaitAllReplicas, where each write
 // and its WAIT go to the slot's master on one connection, the same: ASK and
-// MOVED are followed there, the record of the replicas seen too.
+// MOVED are followed there.
 func TestLockFollowsASlotMigration(t *testing.T) {
 	t.Run("no wait", func(t *testing.T) { testLockFollowsASlotMigration(t, 0) })
 	t.Run("wait for all replicas", func(t *testing.T) { testLockFollowsASlotMigration(t, redislock.WaitAllReplicas) })
@@ -141,7 +141,7 @@ func testLockFollowsASlotMigration(t *testing.T, wait int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{key + ":fence", key + ":until", key + ":meta", redislock.EpochKey(a, name), redislock.ReplicasKey(a, name)} {
+	for _, k := range []string{key + ":fence", key + ":until", key + ":meta", redislock.EpochKey(a, name)} {
 		if s, err := cc.ClusterKeySlot(ctx, k).Result(); err != nil || s != slot {
 			t.Fatalf("key %s is in slot %d (%v), the lock's in %d", k, s, err, slot)
 		}
@@ -319,8 +319,8 @@ func TestWaitAllReplicasInACluster(t *testing.T) {
 	if rerr := replica.Resume(); rerr != nil {
 		t.Fatal(rerr)
 	}
-	if !errors.Is(err, redislock.ErrReplication) || !strings.Contains(err.Error(), "0 of the 1 most connected replicas") {
-		t.Fatalf("a grant the slot's replica does not acknowledge: %v; want ErrReplication, 0 of the 1 most connected replicas", err)
+	if !errors.Is(err, redislock.ErrReplication) || !strings.Contains(err.Error(), "0 of the 1 replicas that may be promoted") {
+		t.Fatalf("a grant the slot's replica does not acknowledge: %v; want ErrReplication, 0 of the 1 replicas that may be promoted", err)
 	}
 	waitFor(t, 10*time.Second, "the unreplicated grant given back", func() bool { return get(t, master, key) == "" })
 	var l *redislock.Lock
@@ -394,6 +394,18 @@ func TestEventsStayInTheLocksShard(t *testing.T) {
 	holder, waiter := clusterClient(t, cl, "holder"), clusterClient(t, cl, "waiter")
 	ctx := context.Background()
 	names := []string{"alpha", "bravo", "charlie", "delta", "echo", "foxtrot"}
+	// A shard message reaches the replicas its master's Cluster view
+	// knows: wait until each shard's view has its replica.
+	first := redistest.Clients(t, cl.Servers[0])[0]
+	for _, name := range names {
+		slot, err := first.ClusterKeySlot(ctx, lockKey(name)).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cl.WaitHealthy(ctx, slot, "", 1); err != nil {
+			t.Fatal(err)
+		}
+	}
 	wakes := make([]<-chan struct{}, len(names))
 	for i, name := range names {
 		var stop func()
@@ -412,7 +424,7 @@ func TestEventsStayInTheLocksShard(t *testing.T) {
 	// The counters count what is sent at once, but are read from other
 	// nodes: wait until the replicas have counted each grant and release.
 	var publish, shard int
-	waitFor(t, 10*time.Second, "the replicas to count the shard messages", func() bool {
+	waitFor(t, 30*time.Second, "the replicas to count the shard messages", func() bool {
 		publish, shard = busMessages(t, cl)
 		return shard-shard0 >= 2*len(names)
 	})
@@ -513,5 +525,71 @@ func TestWatchFollowsItsSlotToAnotherShard(t *testing.T) {
 		if !woken {
 			t.Fatalf("no release of %s woke its waiter within 20s of the migration of slot %d from %s to %s", name, slot, from.Master.Addr, to.Addr)
 		}
+	}
+}
+
+// WaitAllReplicas waits, on each master, for that master's replicas: in a
+// Cluster whose masters have different numbers of replicas (a second one
+// added to one master), a Client that wrote to the master with two goes on
+// being granted on the one with one, and so does a fresh one. Before, the
+// count was the most one Client had seen on any master, and it spread from
+// master to master through the records it wrote.
+func TestWaitAllReplicasCountsEachMastersOwnReplicas(t *testing.T) {
+	cl := redistest.StartReplicatedCluster(t, 3, 1)
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = cc.Close() })
+	ctx := context.Background()
+	client := func(id string) *redislock.Client {
+		c, err := redislock.New([]redis.UniversalClient{cc}, &redislock.Options{
+			AssumeDurable: true, Identity: id, WaitReplicas: redislock.WaitAllReplicas, NodeTimeout: time.Second,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	// A name on each of two masters.
+	shardOf := func(name string) redistest.Shard {
+		slot, err := cc.ClusterKeySlot(ctx, lockKey(name)).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sh, err := cl.WaitHealthy(ctx, slot, "", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sh
+	}
+	two, one := "n0", ""
+	twoShard := shardOf(two)
+	for i := 1; one == ""; i++ {
+		if name := "n" + strconv.Itoa(i); shardOf(name).Master != twoShard.Master {
+			one = name
+		}
+	}
+	added := cl.AddReplica(t, twoShard.Master)
+	c := client("c")
+	var l *redislock.Lock
+	waitFor(t, 30*time.Second, "a grant both replicas of its master acknowledge", func() bool {
+		var err error
+		l, err = c.Obtain(ctx, two, time.Minute)
+		return err == nil
+	})
+	// A replica answers GET with MOVED: read it in READONLY.
+	rc := redistest.Clients(t, added)[0].(*redis.Client).Conn()
+	defer func() { _ = rc.Close() }()
+	if err := rc.ReadOnly(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := rc.Get(ctx, lockKey(two)).Result(); err != nil || v == "" {
+		t.Fatalf("the added replica lacks a grant WaitAllReplicas counted: %q, %v", v, err)
+	}
+	for _, cl := range []*redislock.Client{c, client("fresh")} {
+		if err := tryObtain(cl, one); err != nil {
+			t.Fatalf("%s, on the master with one replica: %v", cl.Identity(), err)
+		}
+	}
+	if err := l.Refresh(ctx); err != nil {
+		t.Fatalf("a renewal on the master with two replicas: %v", err)
 	}
 }

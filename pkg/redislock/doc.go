@@ -47,24 +47,30 @@
 //
 // A node that restarts without persistence, or whose data is flushed
 // (FLUSHALL, FLUSHDB, SWAPDB), forgets the lock and its fencing counter
-// while the holder may still believe it holds the lock. The restart guard
-// covers this: a node with no fencing counter for a lock (it never granted
-// it, or it lost its data) grants that lock only once its data has been
-// whole for one ttl; the old holder's renewal finds the key gone and it
-// steps down, and its belief ends within a ttl of its last renewal, so S1
-// holds. Each node keeps an epoch marker (see epoch.go) that goes with its
-// data, and a restart that restores a snapshot from disk is told by
-// LASTSAVE, which Redis resets at start-up; the guard reads the uptime only
-// then (and on each new name within the second of a save, as LASTSAVE
-// counts whole seconds), so a grant on a node known whole sends no INFO. The price is up to
-// one ttl (plus a second: Redis reports its uptime in whole seconds) before
-// the first grant of a new lock after a restart or a flush (the guard reads
-// a flush, and a CONFIG RESETSTAT that would hide one, from INFO
-// commandstats). Not caught: a SWAPDB with a database whose locks use the
-// same key prefix, as its marker comes along. The guard needs LASTSAVE and
-// INFO: an ACL that denies them makes every grant of a new name fail with
-// the reason, never skip the guard. Options.AssumeDurable turns the guard
-// off for nodes that never lose an acknowledged write.
+// while the holder may still believe it holds the lock; a node that
+// restarts from a snapshot older than its last writes (Redis's default
+// save points, or appendfsync everysec) keeps an older counter but may
+// lose the newest grant or renewal of its lock. The restart guard covers
+// both: a node grants a lock only once its data has been whole for one
+// ttl; the old holder's renewal finds the key gone and it steps down, and
+// its belief ends within a ttl of its last renewal, so S1 holds. A counter
+// older than the data's epoch (it was restored from disk) starts again
+// from the clock, as a lost one does, so no token handed out after the
+// snapshot is handed out again (S3). Each node keeps an epoch marker (see
+// epoch.go) that goes with its data, and a restart that restores data from
+// disk is told by LASTSAVE, which Redis resets at start-up; the guard
+// reads the uptime only then (and on each new name within the second of a
+// save, as LASTSAVE counts whole seconds), so a grant on a node known whole
+// sends no INFO: it costs one LASTSAVE inside the acquire script. The price
+// is up to one ttl (plus a second: Redis reports its uptime in whole
+// seconds) before the first grant of any lock after a restart or a flush
+// (the guard reads a flush, and a CONFIG RESETSTAT that would hide one,
+// from INFO commandstats); a holder whose key the restart kept renews on.
+// Not caught: a SWAPDB with a database whose locks use the same key prefix,
+// as its marker comes along. The guard needs LASTSAVE and INFO: an ACL that
+// denies them makes every grant fail with the reason, never skip the
+// guard. Options.AssumeDurable turns the guard off for nodes that never
+// lose an acknowledged write (appendonly yes, appendfsync always).
 //
 // # What a fencing counter means
 //
@@ -105,22 +111,32 @@
 // the key loses it too. Options.WaitReplicas makes every acquire and renew
 // wait until that many replicas acknowledged it. Sentinel picks the replica
 // to promote by the replication offsets it last read (up to 10s old), so
-// only a wait for every replica makes sure the promoted one has the lock:
-// WaitAllReplicas, which waits for the most replicas the node has had
-// connected, a count the node keeps in a replicated record so that a
-// candidate that starts while a failover is reconfiguring the replicas
-// counts those not yet attached too. Not covered: a replica that
-// acknowledged the write and then lost it (a restart without persistence)
-// before its promotion.
+// only a wait for every replica it may promote makes sure the promoted one
+// has the lock: WaitAllReplicas, which asks the topology which replicas
+// those are (the Sentinels of a SentinelNode, a Cluster master itself) and
+// checks each one's acknowledged offset (see WaitAllReplicas). It rests on
+// these assumptions:
+//   - a replica that Sentinel has down (s_down, o_down), or that the
+//     Cluster flags failed, is not promoted before it has resynced; one
+//     that comes back, is seen up and is promoted before it reattaches and
+//     before the Client reads the topology again (topologyMaxAge) could
+//     lack a grant, and so could one that attached and detached between
+//     two of a Client's writes unseen by the Client and the Sentinels;
+//   - expiries replicate as absolute times of the master's clock (Redis
+//     7 propagates PEXPIRE as PEXPIREAT), so S1 across a failover needs
+//     each replica's clock within the drift allowance of its master's;
+//   - a replica that acknowledged a write keeps it until it is promoted:
+//     not covered is one that restarted without persistence meanwhile;
+//   - all candidates of a lock use the same ttl, AssumeDurable and
+//     KeyPrefix: the guard holds a name back for the asking candidate's
+//     ttl, and keys under another prefix are another lock.
 //
-// Not covered: persistence that restores an older state (appendfsync
-// everysec, RDB snapshots) keeps a counter but may lose the newest key of
-// a lock that counter belongs to, and the guard fires only for locks it has
-// no counter of. A replica without persistence is such a case too: it keeps
-// the RDB of its last full sync (rdb-del-sync-files no, Redis's default)
-// and loads it when it restarts; set rdb-del-sync-files yes. Run Redis with appendonly yes and appendfsync
-// always for locks that matter, and prefer Redlock over independent nodes to
-// replicated failover.
+// A replica without persistence keeps the RDB of its last full sync
+// (rdb-del-sync-files no, Redis's default) and loads it when it restarts:
+// an older state, which the guard treats as a restart from a snapshot if
+// that replica is promoted within a ttl; set rdb-del-sync-files yes all the
+// same. Prefer Redlock over independent nodes to replicated failover for
+// locks that matter.
 //
 // Redlock's safety also rests on the nodes' clocks not running faster than
 // the drift allowance over one ttl; processes' clocks may differ

@@ -18,12 +18,8 @@ import (
 // node wait a ttl again.
 const epochSuffix = "epoch"
 
-// replicasSuffix names the replicas record of WaitAllReplicas (see
-// replication.go), kept per node or Cluster slot as the epoch marker is.
-const replicasSuffix = "replicas"
-
 // nodeKeys returns the key named suffix that a node keeps for every lock
-// under prefix (the epoch marker, the replicas record): one key for every
+// under prefix (the epoch marker): one key for every
 // name, or, when the nodes include a Cluster, one per slot,
 // P + "{<tag>}:" + suffix, a function of the name's slot.
 func nodeKeys(prefix, suffix string, nodes []redis.UniversalClient) func(name string) string {

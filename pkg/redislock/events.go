@@ -8,7 +8,8 @@ import (
 // eventReleased is what a release or force-release publishes on the
 // lock's events channel, KeyPrefix + "{<name>}:events" (see keys.go), and
 // eventAcquired what a grant publishes once it counts (with WaitReplicas,
-// once the replicas acknowledged it). A Client's watches are the only
+// once the replicas acknowledged it; with Redlock, once a majority granted
+// it). A Client's watches are the only
 // readers of these channels in this module: nothing else spells their
 // names. On a Redis Cluster they are shard channels (SPUBLISH), which stay
 // within the shard of the lock's slot.
@@ -18,10 +19,11 @@ const (
 )
 
 // announceGrant publishes l's grant on the nodes in took, in the
-// background, when acquire.lua did not (WaitReplicas): a grant counts only
-// once the replicas acknowledged it, and one they refused, which is given
-// back, must wake no watcher, or a controller would show for an instant a
-// holder that never held. It logs what it could not reach; the watchers
+// background, when acquire.lua did not (WaitReplicas, Redlock): a grant
+// counts only once the replicas acknowledged it or a majority of nodes
+// granted it, and one that did not, which is given back, must wake no
+// watcher, or a controller would show for an instant a holder that never
+// held. It logs what it could not reach; the watchers
 // there notice the grant at their next look.
 func (c *Client) announceGrant(ctx context.Context, l *Lock, took []int) {
 	if c.announce == "1" {
@@ -59,7 +61,8 @@ func (c *Client) WatchReleases(ctx context.Context, name string) (wake <-chan st
 // WatchEvents subscribes to the events of the lock called name on every
 // node, and calls handle at each grant and each release (force-releases
 // included), one call at a time per subscription. A grant that replicas
-// refused (WaitReplicas) and was given back calls nothing. A lock held
+// refused (WaitReplicas), or that won no majority (Redlock), and was given
+// back calls nothing. A lock held
 // across several nodes announces on each, so handle may be called once
 // per node for one change. It waits for the subscription to be confirmed,
 // keeps it alive and shares it with the Client's other watches, as

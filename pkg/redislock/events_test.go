@@ -223,6 +223,46 @@ func TestARefusedGrantWakesNoWatcher(t *testing.T) {
 	}
 }
 
+// With Redlock a grant is announced once a majority granted it: an attempt
+// that won one node of three (the other two held by someone else) is given
+// back there and announces nothing, so no watcher looks for a holder that
+// never held. Before, that node's script announced it at once.
+func TestALostRedlockAttemptWakesNoWatcher(t *testing.T) {
+	servers := redistest.StartN(t, 3)
+	nodes := redistest.Clients(t, servers...)
+	ctx := context.Background()
+	c, err := redislock.New(nodes, &redislock.Options{AssumeDurable: true, Identity: "loser", NodeTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes[1:] {
+		if err := n.Set(ctx, lockKey("job"), "v1:0123456789abcdef0123456789abcdef:other", time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := nodes[0].(*redis.Client)
+	sub := first.Subscribe(ctx, redislock.EventsChannel("job"))
+	defer func() { _ = sub.Close() }()
+	if _, err := sub.Receive(ctx); err != nil { // the confirmation
+		t.Fatal(err)
+	}
+	if _, err := c.Obtain(ctx, "job", time.Minute); !errors.Is(err, redislock.ErrNotObtained) {
+		t.Fatalf("an attempt that won one node of three: %v; want ErrNotObtained", err)
+	}
+	if err := first.Publish(ctx, redislock.EventsChannel("job"), "marker").Err(); err != nil {
+		t.Fatal(err)
+	}
+	wait, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	msg, err := sub.ReceiveMessage(wait)
+	if err != nil {
+		t.Fatalf("no message on the lock's channel: %v", err)
+	}
+	if msg.Payload != "marker" {
+		t.Fatalf("a lost Redlock attempt announced %q; want nothing before the marker", msg.Payload)
+	}
+}
+
 // A watch whose context has ended before its SUBSCRIBE is sent (a caller
 // that gave up, or one that waited its NodeTimeout out behind thousands of
 // others) leaves the shared subscription as it was: the release of

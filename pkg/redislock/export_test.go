@@ -25,10 +25,6 @@ func SetFenceLifetime(c *Client, d time.Duration) {
 // read.
 func EpochKey(c *Client, name string) string { return c.epoch(name) }
 
-// ReplicasKey is the key of the replicas record (WaitAllReplicas) that c's
-// writes of name read.
-func ReplicasKey(c *Client, name string) string { return c.nodes[0].replicasKey(name) }
-
 // EventsChannel is the events channel of the lock called name under the
 // default KeyPrefix.
 func EventsChannel(name string) string { return keysFor(DefaultKeyPrefix, name).channel() }

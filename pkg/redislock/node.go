@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"k8s.io/utils/clock"
 )
 
 // node is one independent Redis deployment.
@@ -27,17 +28,17 @@ type node struct {
 	replicas, waitMs int
 	// sticky is client's source of dedicated connections when it is a
 	// client of one server, cluster the client when it is a Cluster's:
-	// where a write and its WAIT go (see replication.go). most is the
-	// most replicas seen connected, with WaitAllReplicas, and replicasKey
-	// gives the key of the node's record of it for a lock name.
-	sticky      interface{ Conn() *redis.Conn }
-	cluster     *redis.ClusterClient
-	most        atomic.Int32
-	replicasKey func(name string) string
+	// where a write and its WAIT go (see replication.go). topo is what
+	// WaitAllReplicas read of the replicas that may be promoted, and clock
+	// times its reads and its waits.
+	sticky  interface{ Conn() *redis.Conn }
+	cluster *redis.ClusterClient
+	topo    *topology
+	clock   clock.PassiveClock
 }
 
-func newNode(name string, rc redis.UniversalClient, replicas int, timeout time.Duration) *node {
-	n := &node{name: name, client: rc, replicas: replicas, waitMs: max(1, int(timeout.Milliseconds()/2))}
+func newNode(name string, rc redis.UniversalClient, replicas int, timeout time.Duration, clk clock.PassiveClock) *node {
+	n := &node{name: name, client: rc, replicas: replicas, waitMs: max(1, int(timeout.Milliseconds()/2)), clock: clk, topo: newTopology(rc, clk)}
 	n.sticky, _ = rc.(interface{ Conn() *redis.Conn })
 	n.cluster, _ = rc.(*redis.ClusterClient)
 	if ap, err := rc.AutoPipeline(); err == nil {

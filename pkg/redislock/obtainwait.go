@@ -104,32 +104,33 @@ func (c *Client) obtainWait(ctx context.Context, name string, ttl time.Duration,
 	// made again at once after subscribing, which only closes the window
 	// in which a release would go unheard.
 	for attempt := 1; ; {
-		l, h, err := c.obtain(ctx, name, ttl, opts.Metadata)
+		// tried, not err: the deferred stop below reads the result err.
+		l, h, tried := c.obtain(ctx, name, ttl, opts.Metadata)
 		switch {
-		case err == nil:
+		case tried == nil:
 			return l, nil
 		case ctx.Err() != nil:
 			if last == nil {
-				last = err
+				last = tried
 			}
 			return nil, waitEnded(ctx, name, last)
 		case opts.Retry != nil && attempt >= opts.Retry.Steps:
-			return nil, fmt.Errorf("%d attempts: %w", attempt, err)
+			return nil, fmt.Errorf("%d attempts: %w", attempt, tried)
 		}
-		last = err
+		last = tried
 		var (
 			d       time.Duration
 			guarded *GuardedError
 		)
 		switch {
-		case errors.As(err, &guarded):
+		case errors.As(tried, &guarded):
 			// A context's deadline runs on the real clock, whatever
 			// the Client's is.
 			if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < guarded.Wait {
-				return nil, fmt.Errorf("%w: %w", context.DeadlineExceeded, err)
+				return nil, fmt.Errorf("%w: %w", context.DeadlineExceeded, tried)
 			}
 			d = afterRefusal(h, ttl, ttl*2/15)
-		case errors.Is(err, ErrNotObtained):
+		case errors.Is(tried, ErrNotObtained):
 			d = afterRefusal(h, ttl, ttl*2/15)
 			if turn == nil {
 				// A release between this refusal and the subscription

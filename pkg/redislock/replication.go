@@ -2,8 +2,10 @@ package redislock
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"net"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -11,25 +13,35 @@ import (
 )
 
 // WaitAllReplicas is the Options.WaitReplicas that makes every acquire,
-// renew and fencing write wait until as many replicas of its node (in a
-// Cluster, of the master of the lock's slot) have acknowledged it as the
-// most the node has had connected: INFO replication, read in the same
-// round trip as each write, counts them, in any state (a replica still in
-// its sync is waited for). The count never goes down. The replicas
-// connected now are not the replicas that may be promoted: after a
-// failover, Sentinel reconfigures the other replicas to the new master one
-// by one, and may promote one before it is attached again; a wait for the
-// replicas connected at that moment let grants count that no replica had,
-// and the chaos run found 12 overlaps in 10 minutes. So that a Client made
-// during such a reconfiguration (a restarted candidate) knows the count
-// too, the node keeps it in a record every write reads in its round trip
-// and the first to see more raises: the key P + "replicas" (P is
-// Options.KeyPrefix), in a Cluster one per slot, P + "{<tag>}:replicas",
-// beside the epoch marker (see epoch.go); it never expires, and it is
-// replicated with the writes it counts for. So, as a fixed count equal to
-// the replicas, it makes writes fail after a failover until the old master
-// has rejoined as a replica, and a replica removed for good is waited for
-// until the record is deleted and the candidates restart.
+// renew and fencing write wait until every replica that may be promoted in
+// its master's place has acknowledged it (in a Cluster, every replica of
+// the master of the lock's slot). Which replicas may be promoted is the
+// topology's answer, read from whoever promotes them, not a count:
+//   - a SentinelNode asks its Sentinels (SENTINEL REPLICAS): every replica
+//     a Sentinel lists, less those that every Sentinel that answered has
+//     down (s_down, o_down) and those of replica-priority 0, which
+//     Sentinel never promotes;
+//   - a Cluster asks the master (CLUSTER MYID, CLUSTER REPLICAS): its
+//     replicas, less those the Cluster flags failed;
+//   - a client of one server (redis.NewClient) has no one to promote a
+//     replica but its operator: the replicas attached to it.
+//
+// To these it adds any replica attached to the master that the topology
+// does not list yet. A connection without a listening port (port=0 in
+// INFO replication: redis-cli --rdb or --replica, a backup or sync tool)
+// is never waited for. Each write reads INFO replication in its round trip
+// twice: after the write, for the master's replication offset, and after a
+// WAIT, for the offset each replica acknowledged; the write counts once
+// every replica waited for has acknowledged it, within half the node
+// timeout in all. A replica that may be promoted but is detached (a
+// restart, a network cut, a failover reconfiguring it) fails every write
+// until it is back, or until the Sentinels see it down
+// (down-after-milliseconds) or the Cluster flags it failed: it may be
+// promoted meanwhile. The topology is read at the first write to a master,
+// then at most every topologyMaxAge, and at most every topologyRetry while
+// writes find it disagreeing with INFO. Nothing is kept in Redis, so no
+// deleted or evicted key, and no one Client's past, changes what is waited
+// for.
 const WaitAllReplicas = -1
 
 // processAndWait sends one command and a WAIT on one connection (WAIT
@@ -46,11 +58,14 @@ func (n *node) processAndWait(ctx context.Context, args []any) (any, error) {
 		err    error
 	)
 	for range 3 { // the slot's master, then at most two redirections
-		var conn *redis.Conn
-		if conn, err = n.waitConn(ctx, keyArg(args[3]), addr); err != nil {
+		var (
+			conn   *redis.Conn
+			master string
+		)
+		if conn, master, err = n.waitConn(ctx, keyArg(args[3]), addr); err != nil {
 			return nil, err
 		}
-		v, err = n.writeAndWait(ctx, conn, args, asking)
+		v, err = n.writeAndWait(ctx, conn, master, args, asking)
 		_ = conn.Close()
 		if n.cluster == nil || err == nil {
 			return v, err
@@ -76,17 +91,18 @@ func (n *node) processAndWait(ctx context.Context, args []any) (any, error) {
 }
 
 // waitConn returns a dedicated connection to the node's server or, in a
-// Cluster, to the master at addr or ("") the master of key's slot.
-func (n *node) waitConn(ctx context.Context, key, addr string) (*redis.Conn, error) {
+// Cluster, to the master at addr or ("") the master of key's slot, and
+// that master's address ("" outside a Cluster).
+func (n *node) waitConn(ctx context.Context, key, addr string) (*redis.Conn, string, error) {
 	if n.cluster == nil {
-		return n.sticky.Conn(), nil
+		return n.sticky.Conn(), "", nil
 	}
 	if addr == "" {
 		c, err := n.cluster.MasterForKey(ctx, key)
 		if err != nil {
-			return nil, fmt.Errorf("find the master of %s: %w", key, err)
+			return nil, "", fmt.Errorf("find the master of %s: %w", key, err)
 		}
-		return c.Conn(), nil
+		return c.Conn(), c.Options().Addr, nil
 	}
 	var (
 		mu    sync.Mutex
@@ -101,155 +117,214 @@ func (n *node) waitConn(ctx context.Context, key, addr string) (*redis.Conn, err
 		return nil
 	})
 	if found == nil {
-		return nil, fmt.Errorf("redirected to %s, which the Cluster client does not know", addr)
+		return nil, "", fmt.Errorf("redirected to %s, which the Cluster client does not know", addr)
 	}
-	return found.Conn(), nil
+	return found.Conn(), addr, nil
 }
 
-// writeAndWait sends, on conn, with WaitAllReplicas INFO replication and
-// a GET of the node's replicas record, then ASKING if asking, the command
-// and a WAIT: for n.replicas, or for the most replicas this Client has
-// seen. If INFO or the record says more, the record is raised (on conn, so
-// that the WAIT covers it) and a second WAIT asks for that many.
-func (n *node) writeAndWait(ctx context.Context, conn *redis.Conn, args []any, asking bool) (any, error) {
-	all := n.replicas == WaitAllReplicas
-	asked := int64(n.replicas)
-	if all {
-		asked = int64(n.most.Load())
-	}
-	var (
-		record     string
-		info, seen *redis.StringCmd
-	)
-	if all {
-		record = n.replicasKey(lockName(keyArg(args[3])))
-		info, seen = redis.NewStringCmd(ctx, "info", "replication"), redis.NewStringCmd(ctx, "get", record)
-	}
-	cmd := redis.NewCmd(ctx, args...)
-	cmd.SetFirstKeyPos(3)
-	wait := redis.NewIntCmd(ctx, "wait", asked, n.waitMs)
-	_, _ = conn.Pipelined(ctx, func(p redis.Pipeliner) error {
-		if all {
-			_ = p.Process(ctx, info)
+// writeAndWait sends, on conn to master (its address; "" for the one
+// master of a client of one server), then ASKING if asking, the command
+// and a WAIT: for n.replicas, or, with WaitAllReplicas, for the replicas
+// that may be promoted, each checked by the offset it acknowledged (see
+// WaitAllReplicas).
+func (n *node) writeAndWait(ctx context.Context, conn *redis.Conn, master string, args []any, asking bool) (any, error) {
+	if n.replicas != WaitAllReplicas {
+		cmd, wait := n.newWrite(ctx, args), redis.NewIntCmd(ctx, "wait", n.replicas, n.waitMs)
+		_, _ = conn.Pipelined(ctx, func(p redis.Pipeliner) error {
 			if asking {
 				_ = p.Process(ctx, redis.NewStatusCmd(ctx, "asking"))
 			}
-			_ = p.Process(ctx, seen)
+			_ = p.Process(ctx, cmd)
+			return p.Process(ctx, wait)
+		})
+		v, err := cmd.Result()
+		if err != nil {
+			return v, err
 		}
+		acked, err := wait.Result()
+		if err != nil {
+			return nil, fmt.Errorf("wait for replicas: %w", err)
+		}
+		if acked < int64(n.replicas) {
+			return nil, fmt.Errorf("%w: %d of %d replicas acknowledged the write within %dms", ErrReplication, acked, n.replicas, n.waitMs)
+		}
+		return v, nil
+	}
+	known, last, err := n.topo.view(ctx, conn, master)
+	if err != nil {
+		return nil, err
+	}
+	start := n.clock.Now()
+	cmd := n.newWrite(ctx, args)
+	written := redis.NewStringCmd(ctx, "info", "replication")
+	// As many as may be promoted, or as the last write to master had to
+	// wait for (those attached that the topology does not list count too).
+	wait := redis.NewIntCmd(ctx, "wait", max(promotableCount(known), last), n.waitMs)
+	acked := redis.NewStringCmd(ctx, "info", "replication")
+	_, _ = conn.Pipelined(ctx, func(p redis.Pipeliner) error {
 		// ASKING holds for the one command after it.
 		if asking {
 			_ = p.Process(ctx, redis.NewStatusCmd(ctx, "asking"))
 		}
 		_ = p.Process(ctx, cmd)
-		return p.Process(ctx, wait)
+		_ = p.Process(ctx, written)
+		_ = p.Process(ctx, wait)
+		return p.Process(ctx, acked)
 	})
 	v, err := cmd.Result()
 	if err != nil {
 		return v, err
 	}
-	acked, err := wait.Result()
+	w, err := readReplication(written)
 	if err != nil {
+		return nil, err
+	}
+	need := make(map[string]bool, len(known))
+	for addr, promotable := range known {
+		if promotable {
+			need[addr] = true
+		}
+	}
+	for addr := range w.replicas {
+		if _, listed := known[addr]; !listed && n.topo.read != nil {
+			// Attached, but not yet in the topology: waited for, and
+			// the topology read again soon.
+			n.topo.stale(master)
+		}
+		if _, listed := known[addr]; !listed {
+			need[addr] = true
+		}
+	}
+	n.topo.waited(master, len(need))
+	if err := wait.Err(); err != nil {
 		return nil, fmt.Errorf("wait for replicas: %w", err)
 	}
-	want, which, waited := asked, "", asked
-	if all {
-		which = " most connected"
-		text, err := info.Result()
-		if err != nil {
-			return nil, fmt.Errorf("count the connected replicas: %w", err)
-		}
-		want = max(want, int64(connectedReplicas(text)))
-		recorded, err := seen.Int64()
-		switch {
-		case err == nil, errors.Is(err, redis.Nil):
-			want = max(want, recorded)
-			if want > recorded {
-				// Raise the record; the WAIT after it covers it too.
-				if acked, err = n.raiseRecord(ctx, conn, record, want, asking); err != nil {
-					return nil, fmt.Errorf("record %d replicas in %s: %w", want, record, err)
-				}
-				waited = want
-			}
-		case isRedirect(err):
-			// The record is on the other master of a migrating slot:
-			// count without it.
-		default:
-			return nil, fmt.Errorf("read the replicas record %s: %w", record, err)
-		}
-		n.raiseMost(int32(want))
+	a, err := readReplication(acked)
+	if err != nil {
+		return nil, err
 	}
-	if acked < want && waited < want {
-		if acked, err = conn.Do(ctx, "wait", want, n.waitMs).Int64(); err != nil {
+	missing := a.lacking(need, w.offset)
+	if detached := a.detached(missing); len(detached) > 0 {
+		n.topo.stale(master)
+		return nil, fmt.Errorf("%w: replica %s, which may be promoted, is not attached to the master", ErrReplication, strings.Join(detached, ", "))
+	}
+	if left := n.waitMs - int(n.clock.Since(start).Milliseconds()); len(missing) > 0 && left > 0 {
+		// A WAIT counts any replica: others may have made up the count.
+		// Wait for every one attached, within what is left.
+		again := redis.NewIntCmd(ctx, "wait", len(a.replicas), left)
+		acked = redis.NewStringCmd(ctx, "info", "replication")
+		_, _ = conn.Pipelined(ctx, func(p redis.Pipeliner) error {
+			_ = p.Process(ctx, again)
+			return p.Process(ctx, acked)
+		})
+		if err := again.Err(); err != nil {
 			return nil, fmt.Errorf("wait for replicas: %w", err)
 		}
+		if a, err = readReplication(acked); err != nil {
+			return nil, err
+		}
+		missing = a.lacking(need, w.offset)
 	}
-	if acked < want {
-		return nil, fmt.Errorf("%w: %d of the %d%s replicas acknowledged the write within %dms", ErrReplication, acked, want, which, n.waitMs)
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("%w: %d of the %d replicas that may be promoted acknowledged the write within %dms; not %s", ErrReplication, len(need)-len(missing), len(need), n.waitMs, strings.Join(missing, ", "))
 	}
 	return v, nil
 }
 
-// raiseScript sets KEYS[1] to ARGV[1] unless it holds a greater number.
-const raiseScript = `local c = tonumber(redis.call('GET', KEYS[1]) or '0') or 0
-if tonumber(ARGV[1]) > c then redis.call('SET', KEYS[1], ARGV[1]) end
-return 0`
-
-// raiseRecord raises the replicas record to want on conn (never lowering
-// it, whoever raced), then WAITs for want replicas, which covers the write
-// and the raise, and returns how many acknowledged.
-func (n *node) raiseRecord(ctx context.Context, conn *redis.Conn, record string, want int64, asking bool) (int64, error) {
-	raise := redis.NewCmd(ctx, "eval", raiseScript, 1, record, want)
-	wait := redis.NewIntCmd(ctx, "wait", want, n.waitMs)
-	_, _ = conn.Pipelined(ctx, func(p redis.Pipeliner) error {
-		if asking {
-			_ = p.Process(ctx, redis.NewStatusCmd(ctx, "asking"))
-		}
-		_ = p.Process(ctx, raise)
-		return p.Process(ctx, wait)
-	})
-	if err := raise.Err(); err != nil {
-		return 0, err
-	}
-	return wait.Result()
+// newWrite is the command of a script call laid out by script.args.
+func (n *node) newWrite(ctx context.Context, args []any) *redis.Cmd {
+	cmd := redis.NewCmd(ctx, args...)
+	cmd.SetFirstKeyPos(3)
+	return cmd
 }
 
-// isRedirect says err is a Cluster's answer for a key that is elsewhere or
-// in transit: MOVED, ASK or TRYAGAIN.
-func isRedirect(err error) bool {
-	_, moved := redis.IsMovedError(err)
-	_, ask := redis.IsAskError(err)
-	return moved || ask || redis.HasErrorPrefix(err, "TRYAGAIN")
-}
-
-// lockName is the name in a lock key's hash tag, P + "{" + name + "}"
-// (neither P nor a name holds a brace).
-func lockName(lockKey string) string {
-	_, rest, _ := strings.Cut(lockKey, "{")
-	name, _, _ := strings.Cut(rest, "}")
-	return name
-}
-
-// raiseMost raises the most replicas seen connected to m, never lowering it.
-func (n *node) raiseMost(m int32) {
-	for {
-		cur := n.most.Load()
-		if m <= cur || n.most.CompareAndSwap(cur, m) {
-			return
+// promotableCount is how many of known may be promoted.
+func promotableCount(known map[string]bool) int {
+	c := 0
+	for _, p := range known {
+		if p {
+			c++
 		}
 	}
+	return c
 }
 
-// connectedReplicas counts the replicas that INFO replication lists
-// ("slave0:ip=...,port=...,state=online,..."), in any state: online, or
-// waiting for or receiving its sync.
-func connectedReplicas(info string) int {
-	n := 0
-	for line := range strings.Lines(info) {
-		if strings.HasPrefix(line, "slave") && strings.Contains(line, ":ip=") {
-			n++
+// replication is what INFO replication says of a master: its replication
+// offset, and the replicas attached to it with a listening port, by
+// "ip:port".
+type replication struct {
+	offset   int64
+	replicas map[string]attached
+}
+
+// attached is one replica in INFO replication: its state ("online",
+// "wait_bgsave", "send_bulk") and the offset it acknowledged.
+type attached struct {
+	state  string
+	offset int64
+}
+
+// readReplication parses the reply of an INFO replication.
+func readReplication(cmd *redis.StringCmd) (replication, error) {
+	text, err := cmd.Result()
+	if err != nil {
+		return replication{}, fmt.Errorf("read INFO replication: %w", err)
+	}
+	r := replication{replicas: map[string]attached{}}
+	found := false
+	for line := range strings.Lines(text) {
+		line = strings.TrimRight(line, "\r\n")
+		key, value, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		if key == "master_repl_offset" {
+			r.offset, err = strconv.ParseInt(value, 10, 64)
+			found = err == nil
+			continue
+		}
+		if !strings.HasPrefix(key, "slave") {
+			continue
+		}
+		f := map[string]string{}
+		for kv := range strings.SplitSeq(value, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			f[k] = v
+		}
+		if f["port"] == "" || f["port"] == "0" {
+			continue // no listening port: a backup or sync tool
+		}
+		off, _ := strconv.ParseInt(f["offset"], 10, 64)
+		r.replicas[net.JoinHostPort(f["ip"], f["port"])] = attached{state: f["state"], offset: off}
+	}
+	if !found {
+		return replication{}, fmt.Errorf("INFO replication has no master_repl_offset")
+	}
+	return r, nil
+}
+
+// lacking returns, sorted, the replicas of need that have not acknowledged
+// offset.
+func (r replication) lacking(need map[string]bool, offset int64) []string {
+	var out []string
+	for addr := range need {
+		if a, ok := r.replicas[addr]; !ok || a.state != "online" || a.offset < offset {
+			out = append(out, addr)
 		}
 	}
-	return n
+	slices.Sort(out)
+	return out
+}
+
+// detached returns those of addrs not attached to the master at all.
+func (r replication) detached(addrs []string) []string {
+	var out []string
+	for _, addr := range addrs {
+		if _, ok := r.replicas[addr]; !ok {
+			out = append(out, addr)
+		}
+	}
+	return out
 }
 
 // keyArg is a script call's key argument, which the Lock passes by

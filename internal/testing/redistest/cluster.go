@@ -274,3 +274,62 @@ func (c *Cluster) MigrateSlot(ctx context.Context, slot int64, to *redisproc.Ser
 	}
 	return nil
 }
+
+// AddReplica starts a node, has it meet the Cluster through master and
+// replicate master, and returns it once master has it online and every
+// node knows it. It joins c.Servers (not c.Addrs, the seed addresses).
+func (c *Cluster) AddReplica(t testing.TB, master *redisproc.Server) *redisproc.Server {
+	t.Helper()
+	bus, err := proc.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := Start(t, redisproc.Options{Args: []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-port", strconv.Itoa(bus)}})
+	c.Servers = append(c.Servers, s)
+	ctx := context.Background()
+	mc, sc := master.Client(), s.Client()
+	defer func() { _, _ = mc.Close(), sc.Close() }()
+	id, err := mc.Do(ctx, "cluster", "myid").Text()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The nodes' bus ports are not port+10000: MEET names it.
+	cfg, err := mc.ConfigGet(ctx, "cluster-port").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, port, _ := net.SplitHostPort(master.Addr)
+	if err := sc.Do(ctx, "cluster", "meet", host, port, cfg["cluster-port"]).Err(); err != nil {
+		t.Fatal(err)
+	}
+	err = pollUntil(ctx, c.within(), func(ctx context.Context) (bool, error) {
+		// CLUSTER REPLICATE needs the master known first.
+		return sc.Do(ctx, "cluster", "replicate", id).Err() == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("CLUSTER REPLICATE %s on %s within %v: %v\n%s", id, s.Addr, c.within(), err, clusterState(c.Addrs))
+	}
+	sid, err := sc.Do(ctx, "cluster", "myid").Text()
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = pollUntil(ctx, c.within(), func(ctx context.Context) (bool, error) {
+		info, err := mc.Info(ctx, "replication").Result()
+		if err != nil || !strings.Contains(info, "port="+strings.Split(s.Addr, ":")[1]+",state=online") {
+			return false, nil
+		}
+		for _, o := range c.Servers {
+			oc := o.Client()
+			nodes, err := oc.ClusterNodes(ctx).Result()
+			_ = oc.Close()
+			if err != nil || !strings.Contains(nodes, sid) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("the added replica %s not online and known to every node within %v: %v\n%s", s.Addr, c.within(), err, clusterState(c.Addrs))
+	}
+	return s
+}
