@@ -242,7 +242,7 @@ func benchScale(t *testing.T, b benchBackend, n int, window time.Duration) contr
 
 	before = readAPIRequests(t, controllerResources)
 	handoverStart := time.Now()
-	lags := timeHandovers(t, w, benchLockClient(t, b, lagProbe), held, samples, cluster, time.Minute/handoversPerMinute)
+	lags := timeHandovers(t, w, benchLockClient(t, b, lagProbe), lagProbe, held, samples, cluster, time.Minute/handoversPerMinute)
 	handoverTook := time.Since(handoverStart)
 	loaded := readAPIRequests(t, controllerResources).sub(before)
 	t.Logf("%d handovers in %v: %v", len(lags), handoverTook.Round(time.Millisecond), loaded)
@@ -279,17 +279,17 @@ func pickSamples(locks []*v1alpha1.RedisLock, k int) []*v1alpha1.RedisLock {
 }
 
 // timeHandovers hands each of held (the locks of samples) over to probe,
-// one every every: held's Release, then probe's Obtain. It returns for
-// each, in that order, the time from the start of the release until w saw
-// lagProbe as the holder.
-func timeHandovers(t *testing.T, w *lockWatch, probe *redislock.Client, held []*redislock.Lock, samples []*v1alpha1.RedisLock, cluster string, every time.Duration) []time.Duration {
+// whose identity is probeID, one every every: held's Release, then probe's
+// Obtain. It returns for each, in that order, the time from the start of
+// the release until w saw probeID as the holder.
+func timeHandovers(t *testing.T, w *lockWatch, probe *redislock.Client, probeID string, held []*redislock.Lock, samples []*v1alpha1.RedisLock, cluster string, every time.Duration) []time.Duration {
 	t.Helper()
 	started := make([]time.Time, len(held))
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for i, l := range held {
 		nn := client.ObjectKeyFromObject(samples[i])
-		w.await(nn, lagProbe)
+		w.await(nn, probeID)
 		started[i] = time.Now()
 		if err := l.Release(context.Background()); err != nil {
 			t.Fatalf("release %s: %v", nn, err)
@@ -299,12 +299,12 @@ func timeHandovers(t *testing.T, w *lockWatch, probe *redislock.Client, held []*
 		}
 		<-tick.C
 	}
-	waitUntil(t, time.Minute, fmt.Sprintf("%s as the holder of %d RedisLocks in a watch", lagProbe, len(held)), func() bool {
-		return w.shownCount(lagProbe) == len(held)
+	waitUntil(t, time.Minute, fmt.Sprintf("%s as the holder of %d RedisLocks in a watch", probeID, len(held)), func() bool {
+		return w.shownCount(probeID) == len(held)
 	})
 	lags := make([]time.Duration, len(held))
 	for i, rl := range samples {
-		lags[i] = w.shownAt(client.ObjectKeyFromObject(rl), lagProbe).Sub(started[i])
+		lags[i] = w.shownAt(client.ObjectKeyFromObject(rl), probeID).Sub(started[i])
 	}
 	return lags
 }

@@ -100,6 +100,10 @@ func TestReportHasEverySectionAndPlot(t *testing.T) {
 		{Backend: "single", Locks: 1000, ReadySeconds: 12.5, RSSBytes: 80 << 20, PeakRSSBytes: 90 << 20, HeapInuseBytes: 30 << 20, IdleAPIPerMinute: 2, HandoverAPIPerMinute: 210, LagSeconds: []float64{0.01, 0.02, 0.2}},
 		{Backend: "single", Locks: 10000, ReadySeconds: 50, RSSBytes: 140 << 20, PeakRSSBytes: 160 << 20, HeapInuseBytes: 60 << 20, IdleAPIPerMinute: 20, HandoverAPIPerMinute: 230, LagSeconds: []float64{0.01, 0.02, 0.05}},
 	}})
+	write("hostile.json", hostileTenants{Healthy: 100, BlackHoles: 1000, Handovers: 3, Every: "500ms",
+		QuietLagSeconds: []float64{0.01, 0.02, 0.03}, QuietPeakRSSBytes: 40 << 20,
+		HostileLagSeconds: []float64{0.01, 0.02, 0.09}, HostilePeakRSSBytes: 70 << 20,
+		NewLockReadySeconds: 0.5, BlackHoleConnections: 12, BlackHolesShown: 40})
 	write("waiters.json", waiters{Handovers: 2, Scenarios: []waitersScenario{
 		{Name: "single", Waiters: 1, Names: 1, Connections: 2, PubSubConnections: 1, PoolSize: 20, ClientBytes: 1 << 20, HandoverSeconds: []float64{0.0004, 0.0005}, RedisCPUSeconds: []float64{0.0002, 0.0003}, Scripts: []int64{2, 2}},
 		{Name: "herd", Waiters: 1000, Names: 1, Connections: 22, PubSubConnections: 1, PoolSize: 20, ClientBytes: 8 << 20, HandoverSeconds: []float64{0.0004, 0.002}, RedisCPUSeconds: []float64{0.02, 0.03}, Scripts: []int64{1000, 999}},
@@ -155,6 +159,11 @@ func TestReportHasEverySectionAndPlot(t *testing.T) {
 		"| single | peak RSS ≤ 150.0 MiB | 160.0 MiB | MISS |",
 		"| single | lag p99 ≤ 100ms | 50ms | PASS |",
 		"| single | idle API requests ≤ 1000 a minute | 20 | PASS |",
+		"| quiet | 40.0 MiB | 20ms | 30ms | 30ms | – |",
+		"| hostile | 70.0 MiB | 20ms | 90ms | 90ms | 500ms |",
+		"had accepted 12 connections, and 40 of the tenant's 1000 locks had a status",
+		"| another namespace's new lock Ready ≤ 2s | 500ms | PASS |",
+		"| lag p99 ≤ 2× quiet | 3.00× | MISS |",
 		"| herd | 1000 | 1 | 22 (20) | 1 | 8.0 MiB | 400 µs | 2000 µs | 4.00 | 20000 µs | 999 |",
 		"| herd | connections ≤ pool size + 1 subscription | 22 (pool 20) | MISS |",
 		"| herd | handover p99 ≤ 2× the single waiter's (500 µs) | 2000 µs | MISS |",
@@ -191,7 +200,7 @@ func TestReportSaysWhatWasNotRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"Not run (no failover.json).", "Not run (no outage.json).", "Not run (no steady.json).", "Not run (no controller.json).", "Not run (no waiters.json).", "Not run (no clusterevents.json)."} {
+	for _, want := range []string{"Not run (no failover.json).", "Not run (no outage.json).", "Not run (no steady.json).", "Not run (no controller.json).", "Not run (no hostile.json).", "Not run (no waiters.json).", "Not run (no clusterevents.json)."} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("REPORT.md lacks %q", want)
 		}

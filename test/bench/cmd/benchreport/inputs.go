@@ -65,6 +65,23 @@ type controllerRun struct {
 	LagSeconds           []float64 `json:"lagSeconds"` // per handover, in order
 }
 
+// hostileTenants is what TestControllerAmongHostileTenants (test/e2e)
+// writes to $HOSTILE_BENCH_JSON; the field names are the contract between
+// the two.
+type hostileTenants struct {
+	Healthy              int       `json:"healthy"`
+	BlackHoles           int       `json:"blackHoles"`
+	Handovers            int       `json:"handovers"`
+	Every                string    `json:"every"`
+	QuietLagSeconds      []float64 `json:"quietLagSeconds"`
+	QuietPeakRSSBytes    int64     `json:"quietPeakRssBytes"`
+	HostileLagSeconds    []float64 `json:"hostileLagSeconds"`
+	HostilePeakRSSBytes  int64     `json:"hostilePeakRssBytes"`
+	NewLockReadySeconds  float64   `json:"newLockReadySeconds"`
+	BlackHoleConnections int       `json:"blackHoleConnections"`
+	BlackHolesShown      int       `json:"blackHolesShown"`
+}
+
 // waiters is what TestWaiters (this module) writes to $WAITERS_JSON; the
 // field names are the contract between the two.
 type waiters struct {

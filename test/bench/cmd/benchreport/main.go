@@ -13,7 +13,9 @@
 // STEADY_JSON), leadership through an API-server outage (DIR/outage.json,
 // from TestLeadershipThroughAPIServerOutage with OUTAGE_JSON) and the
 // controller at scale (DIR/controller.json, from TestControllerBenchmark
-// with CONTROLLER_BENCH_JSON) and many waiters on one Client
+// with CONTROLLER_BENCH_JSON), the controller among hostile tenants
+// (DIR/hostile.json, from TestControllerAmongHostileTenants with
+// HOSTILE_BENCH_JSON) and many waiters on one Client
 // (DIR/waiters.json, from this module's TestWaiters with WAITERS_JSON)
 // when those files exist. run.sh runs it.
 package main
@@ -88,6 +90,9 @@ func run(stdout io.Writer, dir string, rp report) error {
 		return err
 	}
 	if rp.controller, err = loadJSON[controllerScale](filepath.Join(dir, "controller.json")); err != nil {
+		return err
+	}
+	if rp.hostile, err = loadJSON[hostileTenants](filepath.Join(dir, "hostile.json")); err != nil {
 		return err
 	}
 	if rp.waiters, err = loadJSON[waiters](filepath.Join(dir, "waiters.json")); err != nil {

@@ -9,7 +9,7 @@ import (
 )
 
 // report is everything REPORT.md shows; failover, outage, steady,
-// controller, waiters and events are nil when that part was not run, and elapsed is 0 when
+// controller, hostile, waiters and events are nil when that part was not run, and elapsed is 0 when
 // it is not known (a report of parts run separately).
 type report struct {
 	bench      results
@@ -18,6 +18,7 @@ type report struct {
 	outage     *outage
 	steady     *steadyState
 	controller *controllerScale
+	hostile    *hostileTenants
 	waiters    *waiters
 	events     *clusterEvents
 	machine    machine
@@ -73,7 +74,7 @@ func (rp report) markdown(w *strings.Builder, plots map[string]plotFile) {
 	if rp.elapsed > 0 {
 		fmt.Fprintf(w, "; the run took %v", rp.elapsed.Round(time.Second))
 	}
-	fmt.Fprintln(w, ". The inputs are next to this file: `interleaved.json` (TestInterleaved of `test/bench`), `bench.txt` (`go test -bench` output of `test/bench`), `failover.json`, `outage.json`, `steady.json`, `controller.json`, `waiters.json`, `clusterevents.json`.")
+	fmt.Fprintln(w, ". The inputs are next to this file: `interleaved.json` (TestInterleaved of `test/bench`), `bench.txt` (`go test -bench` output of `test/bench`), `failover.json`, `outage.json`, `steady.json`, `controller.json`, `hostile.json`, `waiters.json`, `clusterevents.json`.")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "The numbers are from this one machine; they move with it, so compare ratios within a run.")
 	fmt.Fprintln(w)
@@ -179,6 +180,14 @@ func (rp report) markdown(w *strings.Builder, plots map[string]plotFile) {
 		img("scale", "Ready time and RSS against the count of RedisLocks")
 	} else {
 		fmt.Fprintln(w, "Not run (no controller.json).")
+	}
+
+	fmt.Fprintln(w, "\n## The controller among hostile tenants")
+	fmt.Fprintln(w)
+	if h := rp.hostile; h != nil {
+		writeHostile(w, h)
+	} else {
+		fmt.Fprintln(w, "Not run (no hostile.json).")
 	}
 
 	fmt.Fprintln(w, "\n## Many waiters on one Client")

@@ -61,6 +61,33 @@ func writeController(w *strings.Builder, c *controllerScale) {
 	}
 }
 
+// The goals of issue 40 for the controller's other tenants while one
+// tenant's locks point at hostile servers.
+const (
+	goalHostileNewReadySeconds = 2
+	goalHostileLagFactor       = 2 // hostile lag p99 against quiet
+)
+
+// writeHostile writes the quiet and hostile phases of the controller, and
+// their goals.
+func writeHostile(w *strings.Builder, h *hostileTenants) {
+	fmt.Fprintf(w, "The `redislock controller` binary at its defaults with %d RedisLocks of other tenants on one redis-server, in two phases: quiet, those locks alone; hostile, once one tenant has added %d locks on a server that accepts connections and never answers (nodeTimeout 4s to 5s, a connection config each, so a breaker each) and one lock on a server that answers every command with a 100 GB bulk header. In each phase %d of the other tenants' locks are handed over, one every %s, and the lag timed as in the table above; peak RSS is VmHWM at the end of the phase. New lock Ready: a lock of another namespace created in the hostile phase, from its create to a watch showing it Ready.\n\n",
+		h.Healthy, h.BlackHoles, h.Handovers, h.Every)
+	fmt.Fprintln(w, "| phase | peak RSS | lag p50 | lag p99 | lag max | new lock Ready |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|")
+	fmt.Fprintf(w, "| quiet | %s | %s | %s | %s | – |\n", mib(h.QuietPeakRSSBytes),
+		seconds(quantile(h.QuietLagSeconds, 0.5)), seconds(quantile(h.QuietLagSeconds, 0.99)), seconds(quantile(h.QuietLagSeconds, 1)))
+	fmt.Fprintf(w, "| hostile | %s | %s | %s | %s | %s |\n", mib(h.HostilePeakRSSBytes),
+		seconds(quantile(h.HostileLagSeconds, 0.5)), seconds(quantile(h.HostileLagSeconds, 0.99)), seconds(quantile(h.HostileLagSeconds, 1)), seconds(h.NewLockReadySeconds))
+	fmt.Fprintf(w, "\nBy the end, the black-hole server had accepted %d connections, and %d of the tenant's %d locks had a status (each of hers waits its turn among her own; she holds at most all workers but one).\n\n",
+		h.BlackHoleConnections, h.BlackHolesShown, h.BlackHoles)
+	quiet, hostileP99 := quantile(h.QuietLagSeconds, 0.99), quantile(h.HostileLagSeconds, 0.99)
+	fmt.Fprintln(w, "| goal | measured | verdict |")
+	fmt.Fprintln(w, "|---|---:|---|")
+	fmt.Fprintf(w, "| another namespace's new lock Ready ≤ %ds | %s | %s |\n", goalHostileNewReadySeconds, seconds(h.NewLockReadySeconds), verdict(h.NewLockReadySeconds <= goalHostileNewReadySeconds))
+	fmt.Fprintf(w, "| lag p99 ≤ %d× quiet | %.2f× | %s |\n", goalHostileLagFactor, hostileP99/quiet, verdict(hostileP99 <= goalHostileLagFactor*quiet))
+}
+
 // plotScale draws Ready time and peak RSS against the count of RedisLocks,
 // a line per backend.
 func plotScale(path string, c controllerScale) error {
