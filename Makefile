@@ -39,7 +39,7 @@ test:
 	@steps=""; trap 'printf "make test: time per step:%b\n" "$$steps" >&2' EXIT; \
 	step() { what=$$1; shift; echo "make test: $$what" >&2; start=$$(date +%s); "$$@" || exit; \
 		steps="$$steps\n  $$(printf %5s $$(( $$(date +%s) - start ))s)  $${what%%:*}"; }; \
-	step "packages: redis-server and promtool on PATH (apt-get install when missing)" $(MAKE) --no-print-directory packages && \
+	step "packages: redis-server, valkey-server and promtool on PATH (apt-get install when missing)" $(MAKE) --no-print-directory packages && \
 	step "tools: builds what bin/ lacks, one line per build (all cold on 2 cores: about 10 min)" $(MAKE) --no-print-directory tools && \
 	step "fmt: gofmt -l" $(MAKE) --no-print-directory fmt && \
 	step "vet: go vet ./... (a few minutes with a cold build cache)" $(MAKE) --no-print-directory vet && \
@@ -47,6 +47,8 @@ test:
 	step "verify-generated: controller-gen, then git status of api, config, charts" $(MAKE) --no-print-directory verify-generated && \
 	step "go test -race ./...: builds every test binary with the race detector, then runs them against real Redis and envtest (about 15 min on 2 cores)" \
 		env KUBEBUILDER_ASSETS=$$($(TOOLS) --print-assets) HELM=$$($(TOOLS) --print helm) THIRD_PARTY_CRDS=$$($(TOOLS) --print crds) $(GOTEST) ./... && \
+	step "valkey: the lock engine's tests (pkg/redislock: standalone, Sentinel, Cluster, Redlock) on valkey-server instead of redis-server (about 6 min)" \
+		env REDISLOCK_TEST_SERVER=valkey-server $(GOTEST) ./pkg/redislock/ && \
 	step "bench vet: go vet in the test/bench module" sh -c 'cd test/bench && $(GO) vet ./...' && \
 	step "cluster: as root, a real single-node cluster (hack/cluster up), helm install and real Pods (test/cluster), then down; the node binaries build first (about 4 min once kube-apiserver is built, 17 min from a cold cache); then about 2 min" \
 		$(MAKE) --no-print-directory cluster-test
@@ -134,7 +136,8 @@ vet:
 redis:
 	@hack/ensure-packages.sh redis-server:redis-server
 
-## packages: what make test needs from Debian: redis-server, and promtool (package prometheus)
-## for the chart's alert tests (apt-get when root).
+## packages: what make test needs from Debian: redis-server, valkey-server (from bookworm-backports,
+## for the engine's tests on Valkey), and promtool (package prometheus) for the chart's alert tests
+## (apt-get when root).
 packages:
-	@hack/ensure-packages.sh redis-server:redis-server promtool:prometheus
+	@hack/ensure-packages.sh redis-server:redis-server promtool:prometheus valkey-server:valkey-server/bookworm-backports

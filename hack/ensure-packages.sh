@@ -2,8 +2,11 @@
 # Makes sure each COMMAND is on PATH: installs the Debian PACKAGE that has it
 # with apt-get when it is missing and we are root; otherwise says what to
 # install. Usage: hack/ensure-packages.sh COMMAND:PACKAGE...
+# A PACKAGE written PACKAGE/SUITE comes from that Debian suite, which is
+# added to apt's sources first when it is missing (valkey-server comes from
+# bookworm-backports).
 # (make redis: redis-server; make packages: also promtool, for the chart's
-# alert tests.)
+# alert tests, and valkey-server, for the engine's tests on Valkey.)
 set -euo pipefail
 missing=()
 for pair in "$@"; do
@@ -17,6 +20,15 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 echo "installing ${missing[*]} with apt-get..." >&2
 export DEBIAN_FRONTEND=noninteractive
+for pkg in "${missing[@]}"; do
+  case $pkg in */*)
+    suite=${pkg#*/}
+    if ! grep -rqs -- "$suite" /etc/apt/sources.list /etc/apt/sources.list.d/; then
+      echo "adding the Debian suite $suite to apt's sources, for $pkg" >&2
+      echo "deb http://deb.debian.org/debian $suite main" > "/etc/apt/sources.list.d/$suite.list"
+    fi
+  esac
+done
 apt-get update -qq >&2
 # The packages' services are not needed: tests and the demo start their own
 # servers on free ports. policy-rc.d keeps the packages from starting one.

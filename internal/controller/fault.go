@@ -52,6 +52,7 @@ const (
 	ReasonRedisUnavailable      = "RedisUnavailable"
 	ReasonRedisError            = "RedisError"
 	ReasonReplicationShortfall  = "ReplicationShortfall"
+	ReasonNoScripting           = "NoScripting"
 )
 
 // faultMessages is the vocabulary: the one message of each reason of a
@@ -71,6 +72,7 @@ var faultMessages = map[string]string{
 	ReasonRedisUnavailable:      "Redis cannot serve now: it is loading its data, busy with a script, full of clients, or its master, replicas or cluster are down",
 	ReasonRedisError:            "Redis answered with an error reply (the controller's log has its text)",
 	ReasonReplicationShortfall:  "the node's replicas did not acknowledge the write within nodeTimeout (waitReplicas)",
+	ReasonNoScripting:           "the server runs no Lua scripts (EVAL, EVALSHA), which every lock operation needs: a build without Lua, or the commands renamed or denied",
 	ReasonMalformedValue:        "the lock key holds a value this controller did not write; it is never overwritten: delete the key if it is stale",
 	ReasonNoQuorum:              "too few nodes answered to decide",
 	ReasonUnknown:               "an unexpected error (the controller's log has it)",
@@ -100,6 +102,8 @@ func classify(err error) string {
 		return ReasonNotRedis
 	case errors.Is(err, redislock.ErrReplication):
 		return ReasonReplicationShortfall
+	case errors.Is(err, redislock.ErrNoScripting):
+		return ReasonNoScripting
 	case errors.Is(err, redislock.ErrMalformedValue):
 		return ReasonMalformedValue
 	case isCertificateError(err):

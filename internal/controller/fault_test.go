@@ -74,6 +74,7 @@ func TestClassifyNamesOneReasonPerFault(t *testing.T) {
 		{"CLUSTERDOWN", nodeErr(errorReply("CLUSTERDOWN The cluster is down")), ReasonRedisUnavailable},
 		{"another error reply", nodeErr(errorReply("ERR internal host " + secret)), ReasonRedisError},
 		{"replicas short", nodeErr(fmt.Errorf("%w: 0 of the 1 replicas acknowledged the write within 100ms", redislock.ErrReplication)), ReasonReplicationShortfall},
+		{"no Lua", nodeErr(fmt.Errorf("%w: %w", redislock.ErrNoScripting, errorReply("ERR unknown command 'evalsha', with args beginning with: "))), ReasonNoScripting},
 		{"a value not ours", fmt.Errorf("%w: want prefix %q", redislock.ErrMalformedValue, "v1:"), ReasonMalformedValue},
 		{"too few nodes", fmt.Errorf("inspect: 0 of 1 nodes answered: %w: %w", redislock.ErrNoQuorum, nodeErr(io.EOF)), ReasonNoQuorum},
 		{"anything else", errors.New("the server said " + secret), ReasonUnknown},

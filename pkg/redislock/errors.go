@@ -49,6 +49,12 @@ var (
 	// ErrMalformedValue means a lock key holds a value that this package
 	// did not write, or wrote in a format version it does not know.
 	ErrMalformedValue = errors.New("redislock: malformed value")
+
+	// ErrNoScripting means a node does not run Lua scripts (EVALSHA and
+	// EVAL are unknown or disabled: Valkey 9.1 can be built without Lua),
+	// which every lock operation needs. It comes wrapped in the error of
+	// the call, ErrNoQuorum or ErrLockLost among them.
+	ErrNoScripting = errors.New("redislock: the server runs no Lua scripts, which every lock operation needs")
 )
 
 // GuardedError is the error, wrapping ErrGuarded, of an acquisition the

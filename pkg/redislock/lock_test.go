@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redislock/redislock/internal/testing/hostile"
 	"github.com/redislock/redislock/internal/testing/redisproc"
 	"github.com/redislock/redislock/internal/testing/redistest"
 	"github.com/redislock/redislock/pkg/redislock"
@@ -494,5 +495,24 @@ func TestReleasesWakeWaitersAgainAfterARefusedResubscription(t *testing.T) {
 	case <-wake:
 	case <-time.After(5 * time.Second):
 		t.Fatal("a release after the subscription came back woke no waiter")
+	}
+}
+
+// A server that runs no Lua scripts (Valkey 9.1 can be built without
+// Lua; an ACL or rename can take EVAL away) fails each lock operation
+// with ErrNoScripting, which says so, rather than a bare error reply.
+func TestAServerWithoutScriptingIsNamed(t *testing.T) {
+	s := hostile.Start(t, hostile.EachCommand(func(args []string) []byte {
+		return []byte("-ERR unknown command '" + strings.ToLower(args[0]) + "', with args beginning with: \r\n")
+	}))
+	rc := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	t.Cleanup(func() { _ = rc.Close() })
+	c, err := redislock.New([]redis.UniversalClient{rc}, &redislock.Options{AssumeDurable: true, NodeTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Obtain(context.Background(), "job", time.Minute)
+	if !errors.Is(err, redislock.ErrNoScripting) || !errors.Is(err, redislock.ErrNoQuorum) {
+		t.Fatalf("Obtain on a server without scripting: %v; want ErrNoQuorum wrapping ErrNoScripting", err)
 	}
 }

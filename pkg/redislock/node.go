@@ -2,7 +2,9 @@ package redislock
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -71,9 +73,20 @@ func (n *node) eval(ctx context.Context, s *script, args []any) (any, error) {
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 		args = slices.Clone(args)
 		args[0], args[1] = "eval", &s.src
-		return send(ctx, args)
+		v, err = send(ctx, args)
+	}
+	if err != nil && noScripting(err) {
+		return v, fmt.Errorf("%w: %w", ErrNoScripting, err)
 	}
 	return v, err
+}
+
+// noScripting says err is a server's answer that it runs no scripts: an
+// unknown EVALSHA or EVAL, or scripting disabled.
+func noScripting(err error) bool {
+	msg := strings.ToLower(err.Error())
+	return (strings.HasPrefix(msg, "err unknown command") && (strings.Contains(msg, "'evalsha'") || strings.Contains(msg, "'eval'"))) ||
+		strings.Contains(msg, "scripting is disabled")
 }
 
 // publish publishes message on a lock's events channel: with SPUBLISH on

@@ -10,8 +10,13 @@
 package hostile
 
 import (
+	"bufio"
 	"errors"
+	"fmt"
+	"io"
 	"net"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -132,4 +137,62 @@ func Banner(banner []byte) Handler {
 		}
 		BlackHole(c)
 	}
+}
+
+// EachCommand reads the client's commands (RESP arrays of bulk strings,
+// as every Redis client sends them) and answers each with answer(args),
+// so that a client that pipelines its handshake gets a reply per command.
+// A read that is not such a command ends the connection.
+func EachCommand(answer func(args []string) []byte) Handler {
+	return func(c net.Conn) {
+		r := bufio.NewReader(c)
+		for {
+			args, err := readCommand(r)
+			if err != nil {
+				return
+			}
+			if _, err := c.Write(answer(args)); err != nil {
+				return
+			}
+		}
+	}
+}
+
+// readCommand reads one RESP array of bulk strings.
+func readCommand(r *bufio.Reader) ([]string, error) {
+	n, err := readHeader(r, '*')
+	if err != nil {
+		return nil, err
+	}
+	args := make([]string, 0, min(n, 64))
+	for range n {
+		size, err := readHeader(r, '$')
+		if err != nil {
+			return nil, err
+		}
+		buf := make([]byte, size+2)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return nil, err
+		}
+		args = append(args, string(buf[:size]))
+	}
+	return args, nil
+}
+
+// readHeader reads a line "<kind><number>\r\n" and returns the number,
+// at most 1<<20.
+func readHeader(r *bufio.Reader, kind byte) (int, error) {
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return 0, err
+	}
+	line = strings.TrimRight(line, "\r\n")
+	if len(line) < 2 || line[0] != kind {
+		return 0, fmt.Errorf("hostile: want %q, read %q", kind, line)
+	}
+	n, err := strconv.Atoi(line[1:])
+	if err != nil || n < 0 || n > 1<<20 {
+		return 0, fmt.Errorf("hostile: bad length in %q", line)
+	}
+	return n, nil
 }

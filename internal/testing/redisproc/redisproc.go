@@ -24,8 +24,22 @@ import (
 	"github.com/redislock/redislock/internal/testing/proc"
 )
 
-// ErrNotInstalled means redis-server is not on PATH.
-var ErrNotInstalled = errors.New("redisproc: redis-server not found on PATH; run 'make test' (it installs it as root) or apt-get install redis-server")
+// ErrNotInstalled means the server program (Program) is not on PATH.
+var ErrNotInstalled = errors.New("redisproc: the server program not found on PATH; run 'make test' (it installs redis-server and valkey-server as root) or apt-get install redis-server")
+
+// ServerEnv names the environment variable that picks the server program
+// every Server runs: redis-server by default; valkey-server runs the same
+// tests on Valkey (make test does both for the lock engine).
+const ServerEnv = "REDISLOCK_TEST_SERVER"
+
+// Program is the server program Servers run: $REDISLOCK_TEST_SERVER, or
+// redis-server.
+func Program() string {
+	if p := os.Getenv(ServerEnv); p != "" {
+		return p
+	}
+	return "redis-server"
+}
 
 // startTimeout bounds how long a server may take to answer PING.
 const startTimeout = 10 * time.Second
@@ -67,9 +81,9 @@ type Server struct {
 // Start launches a server on a free loopback port and waits until it
 // answers PING.
 func Start(opts Options) (*Server, error) {
-	path, err := exec.LookPath("redis-server")
+	path, err := exec.LookPath(Program())
 	if err != nil {
-		return nil, ErrNotInstalled
+		return nil, fmt.Errorf("%w: %s", ErrNotInstalled, Program())
 	}
 	dir, err := os.MkdirTemp("", "redisproc-")
 	if err != nil {
@@ -197,9 +211,9 @@ func (s *Server) kill() {
 // snapshot of the last SAVE.
 func (s *Server) Restart() error {
 	s.kill()
-	path, err := exec.LookPath("redis-server")
+	path, err := exec.LookPath(Program())
 	if err != nil {
-		return ErrNotInstalled
+		return fmt.Errorf("%w: %s", ErrNotInstalled, Program())
 	}
 	return s.launch(path)
 }
