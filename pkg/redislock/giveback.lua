@@ -7,7 +7,8 @@
 -- KEYS[2]  the fencing counter
 -- KEYS[3]  the validity key (see acquire.lua): our acquire set it, over a
 --          validity that had passed, so it goes with our key
--- KEYS[4]  the holder's metadata, which our acquire set
+-- KEYS[4]  the holder's metadata, which our acquire set; left out for an
+--          acquisition without metadata (see scripts.go)
 -- ARGV[1]  the failed acquisition's value
 -- ARGV[2]  its ttl in milliseconds, as acquire.lua was given it
 -- Reply    1 if deleted, 0 if the key is missing or holds another value.
@@ -32,7 +33,11 @@
 -- every token.
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   local valid = tonumber(redis.call('GET', KEYS[3]) or '')
-  redis.call('DEL', KEYS[1], KEYS[3], KEYS[4])
+  if KEYS[4] then
+    redis.call('DEL', KEYS[1], KEYS[3], KEYS[4])
+  else
+    redis.call('DEL', KEYS[1], KEYS[3])
+  end
   local counter = tonumber(redis.call('GET', KEYS[2]) or '')
   if counter and valid and counter == (valid - tonumber(ARGV[2])) * 1000 + 1 then
     redis.call('DEL', KEYS[2])

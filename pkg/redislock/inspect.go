@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Holder is what Inspect saw of a lock.
@@ -61,6 +63,22 @@ func (c *Client) inspect(ctx context.Context, name string) (Holder, string, erro
 	keys := keysFor(c.opts.KeyPrefix, name)
 	replies, buf := c.each(ctx, c.all, inspectScript, &keys.lock, &keys.fence, &keys.meta)
 	defer c.done(buf)
+	// A Cluster slot that migrates refuses (TRYAGAIN) a script whose keys
+	// exist only in part: a lock without metadata has no metadata key.
+	// Ask those nodes again without it; the holder then shows none.
+	var again []int
+	for i, r := range replies {
+		if r.err != nil && redis.HasErrorPrefix(r.err, "TRYAGAIN") {
+			again = append(again, i)
+		}
+	}
+	if len(again) > 0 {
+		bare, bareBuf := c.each(ctx, again, inspectScript.bare, &keys.lock, &keys.fence)
+		for _, i := range again {
+			replies[i] = bare[i]
+		}
+		defer c.done(bareBuf)
+	}
 	var (
 		h       Holder
 		holders []heldReply

@@ -472,7 +472,15 @@ func (l *Lock) refresh(ctx context.Context, start time.Time, ttl time.Duration) 
 	}
 	c := l.client
 	ttlMs, fenceMs := ttl.Milliseconds(), c.fenceLife(ttl).Milliseconds()
-	replies, buf := c.each(ctx, c.all, renewScript, &l.keys.lock, &l.keys.until, &l.keys.fence, &l.keys.meta, &l.value, &ttlMs, &fenceMs)
+	var (
+		replies []reply
+		buf     *replyBuf
+	)
+	if l.metadata == "" { // no metadata key: see script.bare
+		replies, buf = c.each(ctx, c.all, renewScript.bare, &l.keys.lock, &l.keys.until, &l.keys.fence, &l.value, &ttlMs, &fenceMs)
+	} else {
+		replies, buf = c.each(ctx, c.all, renewScript, &l.keys.lock, &l.keys.until, &l.keys.fence, &l.keys.meta, &l.value, &ttlMs, &fenceMs)
+	}
 	defer c.done(buf)
 	ok, gone := 0, 0
 	var missing []int
@@ -564,6 +572,9 @@ func (l *Lock) Release(ctx context.Context) error {
 }
 
 func (c *Client) release(ctx context.Context, l *Lock, idx []int) error {
+	if l.metadata == "" { // no metadata key: see script.bare
+		return c.deleteKeys(ctx, l, idx, releaseScript.bare, &l.keys.lock, &l.keys.until, &l.value)
+	}
 	return c.deleteKeys(ctx, l, idx, releaseScript, &l.keys.lock, &l.keys.until, &l.keys.meta, &l.value)
 }
 
@@ -601,7 +612,12 @@ func (c *Client) giveBack(ctx context.Context, l *Lock, idx []int) {
 	}
 	ctx = context.WithoutCancel(ctx)
 	go func() {
-		err := c.deleteKeys(ctx, l, idx, givebackScript, &l.keys.lock, &l.keys.fence, &l.keys.until, &l.keys.meta, &l.value, &l.acquireMs[0])
+		var err error
+		if l.metadata == "" { // no metadata key: see script.bare
+			err = c.deleteKeys(ctx, l, idx, givebackScript.bare, &l.keys.lock, &l.keys.fence, &l.keys.until, &l.value, &l.acquireMs[0])
+		} else {
+			err = c.deleteKeys(ctx, l, idx, givebackScript, &l.keys.lock, &l.keys.fence, &l.keys.until, &l.keys.meta, &l.value, &l.acquireMs[0])
+		}
 		if err != nil && !errors.Is(err, ErrNotHeld) {
 			c.opts.Logger.V(1).Info("could not give back a failed acquisition; its keys expire within the ttl", "lock", l.keys.name, "error", err.Error())
 		}

@@ -5,7 +5,8 @@
 -- KEYS[1]  the lock key
 -- KEYS[2]  the validity key (see acquire.lua)
 -- KEYS[3]  the fencing counter: its lifetime starts again
--- KEYS[4]  the holder's metadata: it lives as long as the lock key
+-- KEYS[4]  the holder's metadata: it lives as long as the lock key; left out
+--          for a lock without metadata (see scripts.go)
 -- ARGV[1]  our value
 -- ARGV[2]  the new ttl in milliseconds
 -- ARGV[3]  the fencing counter's lifetime in milliseconds
@@ -26,7 +27,7 @@ if v == ARGV[1] then
   end
   redis.call('PEXPIRE', KEYS[3], ARGV[3])
   local ttl = tonumber(ARGV[2])
-  if redis.call('PTTL', KEYS[4]) < ttl then
+  if KEYS[4] and redis.call('PTTL', KEYS[4]) < ttl then
     redis.call('PEXPIRE', KEYS[4], ttl)
   end
   if redis.call('PTTL', KEYS[1]) < ttl then

@@ -4,6 +4,8 @@ import (
 	"crypto/sha1"
 	_ "embed"
 	"encoding/hex"
+	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -20,6 +22,34 @@ type script struct {
 	// publishes its events with SPUBLISH, or nil when it publishes
 	// nothing (see node.eval).
 	sharded *script
+	// bare is the script called without its last key, the holder's
+	// metadata, for a lock that has none; nil for scripts that need it.
+	// On a Redis Cluster slot that is migrating, a script whose keys
+	// exist only in part is refused (TRYAGAIN) until the migration ends;
+	// a lock without metadata has no metadata key, so it leaves it out to
+	// renew and release through a migration. The script guards each use
+	// of that key.
+	bare *script
+}
+
+// withBare sets s.bare (and its sharded twin's): s called with one key
+// fewer.
+func (s *script) withBare() *script {
+	n := fmt.Sprint(mustAtoi(s.numKeys) - 1)
+	s.bare = &script{src: s.src, sha: s.sha, numKeys: n, writes: s.writes}
+	if s.sharded != nil {
+		s.sharded.withBare()
+		s.bare.sharded = s.sharded.bare
+	}
+	return s
+}
+
+func mustAtoi(s string) int {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		panic(err)
+	}
+	return n
 }
 
 // publishCall and spublishCall are how a script publishes a lock's events
@@ -53,15 +83,15 @@ var (
 
 	//go:embed renew.lua
 	renewLua    string
-	renewScript = newScript(renewLua, "4", true)
+	renewScript = newScript(renewLua, "4", true).withBare()
 
 	//go:embed release.lua
 	releaseLua    string
-	releaseScript = newScript(releaseLua, "3", false)
+	releaseScript = newScript(releaseLua, "3", false).withBare()
 
 	//go:embed giveback.lua
 	givebackLua    string
-	givebackScript = newScript(givebackLua, "4", false)
+	givebackScript = newScript(givebackLua, "4", false).withBare()
 
 	//go:embed restore.lua
 	restoreLua    string
@@ -77,7 +107,7 @@ var (
 
 	//go:embed inspect.lua
 	inspectLua    string
-	inspectScript = newScript(inspectLua, "3", false)
+	inspectScript = newScript(inspectLua, "3", false).withBare()
 
 	//go:embed lockttl.lua
 	lockTTLLua    string
