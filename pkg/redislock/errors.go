@@ -14,9 +14,9 @@ var (
 	ErrNotObtained = errors.New("redislock: not obtained")
 
 	// ErrGuarded means a free lock is held back for a while because a
-	// holder may still believe it holds it: a majority of nodes started
-	// less than a ttl ago and hold no record of the lock (the restart
-	// guard), or the lock's key vanished (a DEL, an eviction, a
+	// holder may still believe it holds it: a majority of nodes started,
+	// or loaded their data from disk, or were flushed, less than a ttl ago
+	// and may have lost the lock's latest grant (the restart guard), or the lock's key vanished (a DEL, an eviction, a
 	// force-release) before the time its last renewal was valid for.
 	// Nobody holds it now, and it can be granted once the wait is over (see
 	// GuardedError); it is not ErrNotObtained.
@@ -75,7 +75,7 @@ func (e *GuardedError) Error() string {
 	if e.KeyVanished {
 		return fmt.Sprintf("%v: %q: its key vanished (a DEL, an eviction, a force-release) before its last holder's renewal ran out, and that holder may still act; it can be granted in %v", ErrGuarded, e.Name, e.Wait)
 	}
-	return fmt.Sprintf("%v: %q: a majority of nodes restarted or were flushed less than a ttl ago and hold no record of the lock, so a holder from before may still act; it can be granted in %v (see Options.AssumeDurable)", ErrGuarded, e.Name, e.Wait)
+	return fmt.Sprintf("%v: %q: a majority of nodes restarted or were flushed less than a ttl ago and may have lost the lock's latest grant, so a holder from before may still act; it can be granted in %v (see Options.AssumeDurable)", ErrGuarded, e.Name, e.Wait)
 }
 
 // Unwrap returns ErrGuarded.

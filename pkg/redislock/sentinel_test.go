@@ -149,11 +149,14 @@ func sentinelSet(t *testing.T, g *redistest.SentinelGroup, option, value string)
 	}
 }
 
-// allReplicasClient is a Client on node with WaitAllReplicas.
+// allReplicasClient is a Client on node with WaitAllReplicas, whose
+// writes wait up to 1s (half the NodeTimeout) for a replica that answers:
+// room for a loaded machine, as a replica that does not answer fails the
+// write whatever the wait.
 func allReplicasClient(t *testing.T, node redis.UniversalClient, id string) *redislock.Client {
 	t.Helper()
 	c, err := redislock.New([]redis.UniversalClient{node}, &redislock.Options{
-		AssumeDurable: true, Identity: id, WaitReplicas: redislock.WaitAllReplicas, NodeTimeout: 500 * time.Millisecond,
+		AssumeDurable: true, Identity: id, WaitReplicas: redislock.WaitAllReplicas, NodeTimeout: 2 * time.Second,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -193,7 +196,7 @@ func TestWaitAllReplicasWaitsForEveryReplicaSentinelMayPromote(t *testing.T) {
 	fc := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: g.MasterName, SentinelAddrs: g.SentinelAddrs(), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = fc.Close() })
 	all := allReplicasClient(t, node, "all")
-	one, err := redislock.New([]redis.UniversalClient{fc}, &redislock.Options{AssumeDurable: true, Identity: "one", WaitReplicas: 1, NodeTimeout: 500 * time.Millisecond})
+	one, err := redislock.New([]redis.UniversalClient{fc}, &redislock.Options{AssumeDurable: true, Identity: "one", WaitReplicas: 1, NodeTimeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -230,7 +230,9 @@ func runChaos(t *testing.T, name string, deployment func(*testing.T, *chaosRun) 
 		}
 	}
 	for _, f := range done {
-		if f.kind == "restart" || f.kind == "flush" || failoverKinds[f.kind] {
+		// A restart from a snapshot keeps an older counter, which the
+		// restart guard starts again from the clock.
+		if f.kind == "restart" || f.kind == "snapshot-restart" || f.kind == "flush" || failoverKinds[f.kind] {
 			reseeds++
 		}
 	}
@@ -297,7 +299,7 @@ var failoverKinds = map[string]bool{
 func chaosL1Bound(kind string) time.Duration {
 	ttl := faultTiming.lease
 	switch {
-	case kind == "restart", kind == "minority":
+	case kind == "restart", kind == "minority", kind == "snapshot-restart":
 		return 2*ttl + 3*time.Second
 	case failoverKinds[kind]:
 		// Sentinel's or the Cluster's own timing (noticing the master
@@ -724,10 +726,11 @@ func pause(d time.Duration) {
 	<-t.C
 }
 
-// singleBackend is one redis-server behind a proxy; it can also be
-// restarted without persistence.
+// singleBackend is one redis-server behind a proxy, at Redis's default
+// persistence (save points, no AOF); it can be restarted from its last
+// snapshot (a SAVE, then kill -9 some renewals later).
 func singleBackend(t *testing.T, r *chaosRun) chaosBackend {
-	s := redistest.Start(t, redisproc.Options{})
+	s := redistest.Start(t, redisproc.Options{Args: []string{"--save", "3600 1 300 100 60 10000"}})
 	p := startProxy(t, s.Addr, r.owner)
 	return chaosBackend{
 		spec:    fmt.Sprintf("    addrs: [%q]\n", p.addr()),
@@ -735,6 +738,19 @@ func singleBackend(t *testing.T, r *chaosRun) chaosBackend {
 		nodes:   []*redisproc.Server{s},
 		faults: map[string]func(*rand.Rand) string{
 			"restart": func(*rand.Rand) string { restartRedis(t, s); return s.Addr },
+			// The crash a default Redis suffers: its data comes back from
+			// a snapshot older than the last grants and renewals.
+			"snapshot-restart": func(rng *rand.Rand) string {
+				c := s.Client()
+				err := c.Save(context.Background()).Err()
+				_ = c.Close()
+				if err != nil {
+					t.Errorf("SAVE on %s: %v", s.Addr, err)
+				}
+				pause(time.Duration(rng.Int64N(int64(2 * faultTiming.lease))))
+				restartRedis(t, s)
+				return s.Addr
+			},
 		},
 	}
 }
@@ -814,11 +830,81 @@ func sentinelBackend(t *testing.T, r *chaosRun) chaosBackend {
 		}
 		return old + " -> " + promoted
 	}
+	// backup takes an RDB of the master as Redis documents it (redis-cli
+	// --rdb), with Redis's default diskless-sync delay of 5s, during
+	// which it shows as a replica without a listening port.
+	backup := func() string {
+		ctx := context.Background()
+		addr, err := g.MasterAddr(ctx)
+		if err != nil {
+			t.Error(err)
+			return "none"
+		}
+		m := g.Server(addr)
+		c := m.Client()
+		defer func() { _ = c.Close() }()
+		if err := c.ConfigSet(ctx, "repl-diskless-sync-delay", "5").Err(); err != nil {
+			t.Errorf("CONFIG SET repl-diskless-sync-delay on %s: %v", addr, err)
+		}
+		host, port, _ := net.SplitHostPort(addr)
+		dir := t.TempDir()
+		cli, err := proc.Start(proc.Options{Name: "redis-cli --rdb", Path: "redis-cli",
+			Args: []string{"-h", host, "-p", port, "--rdb", filepath.Join(dir, "dump.rdb")}, Log: filepath.Join(dir, "redis-cli.log")})
+		if err != nil {
+			t.Error(err)
+			return addr
+		}
+		wctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		if err := cli.Wait(wctx); err != nil {
+			_ = cli.Kill()
+			t.Errorf("redis-cli --rdb of %s: %v", addr, err)
+		}
+		if err := c.ConfigSet(ctx, "repl-diskless-sync-delay", "0").Err(); err != nil {
+			t.Errorf("CONFIG SET repl-diskless-sync-delay on %s: %v", addr, err)
+		}
+		return addr
+	}
+	// addReplica attaches a third replica for a ttl and takes it away
+	// again, as a replacement or a migration does; the Sentinels are
+	// then reset (SENTINEL RESET, as Redis documents for a removed
+	// replica) so that they forget it.
+	addReplica := func() string {
+		ctx := context.Background()
+		addr, err := g.MasterAddr(ctx)
+		if err != nil {
+			t.Error(err)
+			return "none"
+		}
+		host, port, _ := net.SplitHostPort(addr)
+		extra, err := redisproc.Start(redisproc.Options{Args: []string{"--replicaof", host, port}})
+		if err != nil {
+			t.Error(err)
+			return addr
+		}
+		defer extra.Stop()
+		pause(faultTiming.lease)
+		extra.Kill()
+		pause(2 * time.Second) // past the Sentinels' down-after-milliseconds (1s)
+		for _, s := range g.Sentinels {
+			c := s.Client()
+			if err := c.Do(ctx, "sentinel", "reset", g.MasterName).Err(); err != nil {
+				t.Errorf("SENTINEL RESET on %s: %v", s.Addr, err)
+			}
+			_ = c.Close()
+		}
+		if err := g.WaitConverged(ctx); err != nil {
+			t.Error(err)
+		}
+		return extra.Addr
+	}
 	return chaosBackend{
 		spec:  spec,
 		nodes: append([]*redisproc.Server{g.Master}, g.Replicas...),
 		faults: map[string]func(*rand.Rand) string{
-			"failover": func(*rand.Rand) string { return failover() },
+			"backup":      func(*rand.Rand) string { return backup() },
+			"add-replica": func(*rand.Rand) string { return addReplica() },
+			"failover":    func(*rand.Rand) string { return failover() },
 			// Where a replica is likeliest to lack the lock: the leader
 			// killed, and the failover forced as soon as another leads.
 			"fresh-failover": func(*rand.Rand) string {
@@ -879,6 +965,30 @@ func clusterBackend(t *testing.T, r *chaosRun) chaosBackend {
 		shard(sh.Master.Addr)
 		return sh.Master.Addr + " -> " + sh.Replicas[0].Addr
 	}
+	// Masters with different replica counts: the lock's master has a
+	// second replica, the others one (waits are per master).
+	if m := shard("").Master; m != nil {
+		cl.AddReplica(t, m)
+	}
+	// otherMaster picks a master other than from.
+	otherMaster := func(rng *rand.Rand, from *redisproc.Server) *redisproc.Server {
+		var others []*redisproc.Server
+		for _, s := range cl.Servers {
+			if s == from {
+				continue
+			}
+			c := s.Client()
+			info, err := c.Info(ctx, "replication").Result()
+			_ = c.Close()
+			if err == nil && strings.Contains(info, "role:master") {
+				others = append(others, s)
+			}
+		}
+		if len(others) == 0 {
+			return nil
+		}
+		return others[rng.IntN(len(others))]
+	}
 	var addrs []string
 	for _, a := range cl.Addrs {
 		addrs = append(addrs, fmt.Sprintf("%q", a))
@@ -933,23 +1043,10 @@ func clusterBackend(t *testing.T, r *chaosRun) chaosBackend {
 				if from == nil {
 					return "none"
 				}
-				var others []*redisproc.Server
-				for _, s := range cl.Servers {
-					if s == from {
-						continue
-					}
-					if c := s.Client(); c != nil {
-						info, err := c.Info(ctx, "replication").Result()
-						_ = c.Close()
-						if err == nil && strings.Contains(info, "role:master") {
-							others = append(others, s)
-						}
-					}
-				}
-				if len(others) == 0 {
+				to := otherMaster(rng, from)
+				if to == nil {
 					return "none"
 				}
-				to := others[rng.IntN(len(others))]
 				if err := cl.MigrateSlot(ctx, slot, to); err != nil {
 					t.Error(err)
 				}
@@ -968,6 +1065,26 @@ func clusterBackend(t *testing.T, r *chaosRun) chaosBackend {
 				restartRedis(t, m)
 				shard("")
 				return m.Addr
+			},
+			// A migration that stalls MIGRATING, no key moved, for longer
+			// than renewDeadline: the holder renews on throughout.
+			"migrate-stall": func(rng *rand.Rand) string {
+				from := shard("").Master
+				if from == nil {
+					return "none"
+				}
+				to := otherMaster(rng, from)
+				if to == nil {
+					return "none"
+				}
+				if err := cl.MigrateSlotHeld(ctx, slot, to, faultTiming.lease); err != nil {
+					t.Error(err)
+				}
+				if err := cl.MigrateSlot(ctx, slot, from); err != nil {
+					t.Error(err)
+				}
+				shard("")
+				return from.Addr + " -> " + to.Addr + " -> " + from.Addr
 			},
 		},
 	}

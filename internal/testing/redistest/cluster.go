@@ -215,6 +215,13 @@ func (c *Cluster) healthy(ctx context.Context, replicas int) bool {
 // MIGRATE, then SETSLOT NODE on every master. Between those steps the
 // slot's clients meet ASK, TRYAGAIN and MOVED.
 func (c *Cluster) MigrateSlot(ctx context.Context, slot int64, to *redisproc.Server) error {
+	return c.MigrateSlotHeld(ctx, slot, to, 0)
+}
+
+// MigrateSlotHeld is MigrateSlot with the slot left MIGRATING and
+// IMPORTING, no key moved, for hold first: a migration that stalls (a
+// slow or interrupted reshard).
+func (c *Cluster) MigrateSlotHeld(ctx context.Context, slot int64, to *redisproc.Server, hold time.Duration) error {
 	sh, err := c.SlotShard(ctx, slot)
 	if err != nil {
 		return err
@@ -237,6 +244,15 @@ func (c *Cluster) MigrateSlot(ctx context.Context, slot int64, to *redisproc.Ser
 	}
 	if err := src.Do(ctx, "cluster", "setslot", slot, "migrating", dstID).Err(); err != nil {
 		return fmt.Errorf("redistest: migrate slot %d: SETSLOT MIGRATING on %s: %w", slot, sh.Master.Addr, err)
+	}
+	if hold > 0 {
+		t := time.NewTimer(hold)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
 	}
 	host, port, _ := net.SplitHostPort(to.Addr)
 	for {
