@@ -126,8 +126,9 @@ func TestForRedisLockSetsManagerOptions(t *testing.T) {
 	ctx := context.Background()
 	c := s.Client()
 	defer func() { _ = c.Close() }()
-	// A fencing counter spares the wait of the restart guard on this
-	// fresh server.
+	// The restart guard holds every lock back for a ttl (4s) after the
+	// server's start.
+	redistest.WaitUp(t, 4*time.Second, s)
 	clusterID, err := redisconn.ClusterID(ctx, k8s)
 	if err != nil {
 		t.Fatal(err)
@@ -135,9 +136,6 @@ func TestForRedisLockSetsManagerOptions(t *testing.T) {
 	// A RedisLock of scope Cluster (the default) is named in Redis with
 	// the cluster's identity.
 	key := "redislock:{" + clusterID + "/default/works}"
-	if err := c.Set(ctx, key+":fence", 1, 0).Err(); err != nil {
-		t.Fatal(err)
-	}
 	e, err := mgrelection.ForRedisLock(ctx, cfg, ref, "a")
 	if err != nil {
 		t.Fatal(err)

@@ -155,6 +155,7 @@ func (n *node) writeAndWait(ctx context.Context, conn *redis.Conn, master string
 		return nil, err
 	}
 	start := n.clock.Now()
+	before := redis.NewSliceCmd(ctx, "role")
 	cmd := n.newWrite(ctx, args)
 	written := redis.NewStringCmd(ctx, "info", "replication")
 	// As many as may be promoted, or as the last write to master had to
@@ -162,6 +163,7 @@ func (n *node) writeAndWait(ctx context.Context, conn *redis.Conn, master string
 	wait := redis.NewIntCmd(ctx, "wait", max(promotableCount(known), last), n.waitMs)
 	acked := redis.NewStringCmd(ctx, "info", "replication")
 	_, _ = conn.Pipelined(ctx, func(p redis.Pipeliner) error {
+		_ = p.Process(ctx, before)
 		// ASKING holds for the one command after it.
 		if asking {
 			_ = p.Process(ctx, redis.NewStatusCmd(ctx, "asking"))
@@ -178,6 +180,14 @@ func (n *node) writeAndWait(ctx context.Context, conn *redis.Conn, master string
 	w, err := readReplication(written)
 	if err != nil {
 		return nil, err
+	}
+	// The pipeline runs without another client's command in between, so
+	// the offset moved only if the script wrote: a call that wrote nothing
+	// (a refused acquire, a renewal of a lost lock) has nothing to wait for.
+	if from, err := roleOffset(before); err != nil {
+		return nil, err
+	} else if from == w.offset {
+		return v, nil
 	}
 	need := make(map[string]bool, len(known))
 	for addr, promotable := range known {
@@ -229,6 +239,22 @@ func (n *node) writeAndWait(ctx context.Context, conn *redis.Conn, master string
 		return nil, fmt.Errorf("%w: %d of the %d replicas that may be promoted acknowledged the write within %dms; not %s", ErrReplication, len(need)-len(missing), len(need), n.waitMs, strings.Join(missing, ", "))
 	}
 	return v, nil
+}
+
+// roleOffset is the replication offset in a master's reply to ROLE.
+func roleOffset(cmd *redis.SliceCmd) (int64, error) {
+	r, err := cmd.Result()
+	if err != nil {
+		return 0, fmt.Errorf("read ROLE: %w", err)
+	}
+	if len(r) < 2 || r[0] != "master" {
+		return 0, fmt.Errorf("ROLE says %v: not a master", r)
+	}
+	off, ok := r[1].(int64)
+	if !ok {
+		return 0, fmt.Errorf("ROLE gives the offset as %T", r[1])
+	}
+	return off, nil
 }
 
 // newWrite is the command of a script call laid out by script.args.

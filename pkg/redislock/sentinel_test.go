@@ -375,10 +375,10 @@ func TestAFreshClientWaitsForADetachedReplicaSentinelMayPromote(t *testing.T) {
 }
 
 // What a write costs with WaitAllReplicas on a client of one server,
-// counted by a master with two replicas (INFO commandstats): the script,
-// an INFO replication after it, a WAIT, and an INFO replication after that,
-// in one round trip, for each write; nothing kept in Redis, so no GET and
-// no raise.
+// counted by a master with two replicas (INFO commandstats): a ROLE (the
+// offset before), the script, an INFO replication after it, a WAIT, and an
+// INFO replication after that, in one round trip, for each write; nothing
+// kept in Redis, so no GET and no raise.
 func TestWaitAllReplicasSendsTwoInfosAndOneWaitPerWrite(t *testing.T) {
 	// Replicas without a Sentinel, whose own INFO every 10s would count.
 	m := redistest.Start(t, redisproc.Options{})
@@ -417,11 +417,43 @@ func TestWaitAllReplicasSendsTwoInfosAndOneWaitPerWrite(t *testing.T) {
 	got := read().Sub(before)
 	// (A write the grant left running in the background may land here;
 	// the reading's own INFO counts once.)
-	if w := got.Scripts(); w < renewals || w > renewals+1 || got["info"] != 2*w+1 || got["wait"] != w {
-		t.Fatalf("%d renewals: %d scripts, info %d, wait %d; want two INFOs (and the reading's own) and one WAIT per script", renewals, w, got["info"], got["wait"])
+	if w := got.Scripts(); w < renewals || w > renewals+1 || got["info"] != 2*w+1 || got["wait"] != w || got["role"] != w {
+		t.Fatalf("%d renewals: %d scripts, info %d, wait %d, role %d; want a ROLE, two INFOs (and the reading's own) and one WAIT per script", renewals, w, got["info"], got["wait"], got["role"])
 	}
 	if n, err := master.DBSize(ctx).Result(); err != nil || n != 3 {
 		keys, _ := master.Keys(ctx, "*").Result()
 		t.Fatalf("the master holds %d keys (%v): %v; want the lock's 3 (key, counter, validity), nothing kept for the wait", n, err, keys)
+	}
+}
+
+// A call that writes nothing (an acquire refused because the lock is held)
+// has nothing to wait for: it is refused as held, whatever the replicas
+// acknowledged meanwhile. Before, with a replica behind on others' writes
+// (here paused), it failed as a replication shortfall.
+func TestARefusedAcquireIsNotAReplicationFailure(t *testing.T) {
+	m := redistest.Start(t, redisproc.Options{})
+	host, port, _ := strings.Cut(m.Addr, ":")
+	var replicas []*redisproc.Server
+	for range 2 {
+		replicas = append(replicas, redistest.Start(t, redisproc.Options{Args: []string{"--replicaof", host, port}}))
+	}
+	master := redistest.Clients(t, m)[0]
+	ctx := context.Background()
+	waitFor(t, 30*time.Second, "both replicas online", onlineReplicas(master, 2))
+	holder := allReplicasClient(t, master, "holder")
+	if _, err := holder.Obtain(ctx, "held", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := replicas[1].Pause(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = replicas[1].Resume() })
+	// Another client's write, which the paused replica does not acknowledge.
+	if err := master.Set(ctx, "unrelated", "x", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := allReplicasClient(t, master, "standby").Obtain(ctx, "held", time.Minute)
+	if !errors.Is(err, redislock.ErrNotObtained) || errors.Is(err, redislock.ErrReplication) {
+		t.Fatalf("an acquire of a held lock, a replica behind: %v; want ErrNotObtained, not a replication shortfall", err)
 	}
 }
