@@ -385,6 +385,65 @@ func TestGlobalScopeNeedsAGrant(t *testing.T) {
 	}
 }
 
+// Whatever frees a Global name for everyone needs the grant that creating
+// one needs: on an admin's Global lock in her namespace, a tenant who may
+// update and delete RedisLocks but was not granted the name may neither
+// annotate a force-release, nor turn deletionPolicy to Release, nor delete
+// it once it is Release; she may still change its timing. Once granted the
+// name, she may force-release it. Before, the grant was checked on create
+// only, and a tenant refused the name freed another namespace's holder.
+func TestGlobalGrantCoversForceReleaseAndRelease(t *testing.T) {
+	ns := newNamespace(t)
+	asTenant, user := tenant(t, ns)
+	admin := adminClient(t)
+	grant(t, admin, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "lock-deleter"}, Rules: []rbacv1.PolicyRule{{
+		APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"redislocks"}, Verbs: []string{"delete"},
+	}}}, user)
+	applyTenancy(t, ns, asTenant)
+	ctx := context.Background()
+	orders := &v1alpha1.RedisLock{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "orders"}, Spec: v1alpha1.RedisLockSpec{
+		Scope: v1alpha1.ScopeGlobal, LockName: "orders", Redis: &v1alpha1.RedisConnectionSpec{Addrs: []string{"127.0.0.1:1"}},
+	}}
+	if err := admin.Create(ctx, orders); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(orders)
+	refused := func(what string) string {
+		return what + " shares the name orders with every namespace and cluster on the same Redis, so it needs a grant: user " + user + " may not use globallocknames.redislock.io orders in namespace " + ns
+	}
+	update := func(c client.Client, change func(*v1alpha1.RedisLock)) error {
+		var rl v1alpha1.RedisLock
+		if err := c.Get(ctx, key, &rl); err != nil {
+			t.Fatal(err)
+		}
+		change(&rl)
+		return c.Update(ctx, &rl)
+	}
+	forceRelease := func(rl *v1alpha1.RedisLock) {
+		rl.Annotations = map[string]string{"redislock.io/force-release": time.Now().Format(time.RFC3339Nano)}
+	}
+	if err := update(asTenant, forceRelease); err == nil || !strings.Contains(err.Error(), refused("a force-release of a Global lock")) {
+		t.Fatalf("a force-release of a Global lock without the grant: %v; want refused with %q", err, refused("a force-release of a Global lock"))
+	}
+	toRelease := func(rl *v1alpha1.RedisLock) { rl.Spec.DeletionPolicy = v1alpha1.DeletionRelease }
+	if err := update(asTenant, toRelease); err == nil || !strings.Contains(err.Error(), refused("deletionPolicy Release on a Global lock")) {
+		t.Fatalf("deletionPolicy Release on a Global lock without the grant: %v; want refused with %q", err, refused("deletionPolicy Release on a Global lock"))
+	}
+	if err := update(asTenant, func(rl *v1alpha1.RedisLock) { rl.Spec.TTL = &v1alpha1.Duration{Duration: 20 * time.Second} }); err != nil {
+		t.Fatalf("a change of a Global lock's timing: %v; want it admitted", err)
+	}
+	if err := update(admin, toRelease); err != nil {
+		t.Fatal(err)
+	}
+	if err := asTenant.Delete(ctx, orders.DeepCopy()); err == nil || !strings.Contains(err.Error(), refused("deleting a Global lock with deletionPolicy Release")) {
+		t.Fatalf("deleting a Global lock with deletionPolicy Release without the grant: %v; want refused with %q", err, refused("deleting a Global lock with deletionPolicy Release"))
+	}
+	grant(t, admin, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "global-orders"}, Rules: []rbacv1.PolicyRule{{
+		APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"globallocknames"}, ResourceNames: []string{"orders"}, Verbs: []string{"use"},
+	}}}, user)
+	waitUntil(t, 30*time.Second, "the granted force-release admitted", func() bool { return update(asTenant, forceRelease) == nil })
+}
+
 // A RedisLock may name a ClusterRedisConnection only from a namespace the
 // connection allows: refused at admission otherwise, naming the
 // connection's allowed namespaces. A lock the connection served pins it
