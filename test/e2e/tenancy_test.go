@@ -258,6 +258,12 @@ func TestTenantCannotSendASecretToTheirServer(t *testing.T) {
 	}{
 		{"its ttl", "", func(rl *v1alpha1.RedisLock) { rl.Spec.TTL = &v1alpha1.Duration{Duration: 20 * time.Second} }},
 		{"its passwordSecretRef to a Secret the tenant may not get", refusal, func(rl *v1alpha1.RedisLock) { rl.Spec.Redis.PasswordSecretRef = ref("db-admin") }},
+		// The same Secret, another of its values: before, only names were
+		// compared, and these were admitted.
+		{"its passwordSecretRef's key", "may not get Secret " + ns + "/redis-auth", func(rl *v1alpha1.RedisLock) { rl.Spec.Redis.PasswordSecretRef.Key = "user" }},
+		{"its Secret moved from passwordSecretRef to usernameSecretRef", "may not get Secret " + ns + "/redis-auth", func(rl *v1alpha1.RedisLock) {
+			rl.Spec.Redis.UsernameSecretRef, rl.Spec.Redis.PasswordSecretRef = rl.Spec.Redis.PasswordSecretRef, nil
+		}},
 		{"its certificate checks off", "may not get Secret " + ns + "/redis-auth", func(rl *v1alpha1.RedisLock) {
 			rl.Spec.Redis.TLS = &v1alpha1.RedisTLS{InsecureSkipVerify: new(true)}
 		}},
@@ -509,4 +515,75 @@ func TestClusterConnectionServesOnlyItsNamespaces(t *testing.T) {
 		err := admin.Get(ctx, client.ObjectKeyFromObject(wide), &latest)
 		return client.IgnoreNotFound(err) == nil && err != nil
 	})
+}
+
+// Every Secret reference the CRDs have (any property whose name ends in
+// SecretRef, at any depth of a RedisLock's spec.redis or a connection's
+// spec) is checked by redislock-secret-access: compared whole on update,
+// and authorized. A reference added to the API and forgotten here fails
+// this test, rather than going unchecked.
+func TestSecretPolicyCoversEverySecretReference(t *testing.T) {
+	policy := readFile(t, filepath.Join(repoRoot, "config", "policy", "tenancy.yaml"))
+	found := map[string]bool{}
+	for file, path := range map[string][]string{
+		"redislock.io_redislocks.yaml":               {"spec", "redis"},
+		"redislock.io_redisconnections.yaml":        {"spec"},
+		"redislock.io_clusterredisconnections.yaml": {"spec"},
+	} {
+		var crd struct {
+			Spec struct {
+				Versions []struct {
+					Schema struct {
+						OpenAPIV3Schema map[string]any `json:"openAPIV3Schema"`
+					} `json:"schema"`
+				} `json:"versions"`
+			} `json:"spec"`
+		}
+		if err := yaml.Unmarshal([]byte(readFile(t, filepath.Join(repoRoot, "config", "crd", "bases", file))), &crd); err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range crd.Spec.Versions {
+			schema := v.Schema.OpenAPIV3Schema
+			for _, p := range path {
+				props, _ := schema["properties"].(map[string]any)
+				schema, _ = props[p].(map[string]any)
+			}
+			if schema == nil {
+				t.Fatalf("%s has no %s", file, strings.Join(path, "."))
+			}
+			schemaSecretRefs(schema, "", found)
+		}
+	}
+	if len(found) < 6 {
+		t.Fatalf("found only %v: the walk of the CRDs is broken", found)
+	}
+	for ref := range found {
+		for _, want := range []string{
+			"variables.conn.?" + ref + " == variables.oldConn.?" + ref,
+			"variables.conn.?" + ref + ".name.hasValue()",
+		} {
+			if !strings.Contains(policy, want) {
+				t.Errorf("redislock-secret-access does not check %s: it lacks %q", ref, want)
+			}
+		}
+	}
+}
+
+// schemaSecretRefs adds to found the path (a.b.c) under prefix of every property
+// of schema whose name ends in SecretRef.
+func schemaSecretRefs(schema map[string]any, prefix string, found map[string]bool) {
+	props, _ := schema["properties"].(map[string]any)
+	for name, sub := range props {
+		path := name
+		if prefix != "" {
+			path = prefix + "." + name
+		}
+		if strings.HasSuffix(name, "SecretRef") {
+			found[path] = true
+			continue
+		}
+		if m, ok := sub.(map[string]any); ok {
+			schemaSecretRefs(m, path, found)
+		}
+	}
 }
