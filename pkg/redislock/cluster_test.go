@@ -403,17 +403,28 @@ func TestEventsStayInTheLocksShard(t *testing.T) {
 	holder, waiter := clusterClient(t, cl, "holder"), clusterClient(t, cl, "waiter")
 	ctx := context.Background()
 	names := []string{"alpha", "bravo", "charlie", "delta", "echo", "foxtrot"}
-	// A shard message reaches the replicas its master's Cluster view
-	// knows: wait until each shard's view has its replica.
+	// A shard message reaches the replicas its master's own Cluster view
+	// lists: wait until each name's master lists its replica (other
+	// nodes' views, which WaitHealthy reads, may know it first).
 	first := redistest.Clients(t, cl.Servers[0])[0]
 	for _, name := range names {
 		slot, err := first.ClusterKeySlot(ctx, lockKey(name)).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := cl.WaitHealthy(ctx, slot, "", 1); err != nil {
+		sh, err := cl.WaitHealthy(ctx, slot, "", 1)
+		if err != nil {
 			t.Fatal(err)
 		}
+		m := redistest.Clients(t, sh.Master)[0]
+		waitFor(t, 30*time.Second, "the master of "+name+" to list its replica", func() bool {
+			id, err := m.Do(ctx, "cluster", "myid").Text()
+			if err != nil {
+				return false
+			}
+			lines, err := m.Do(ctx, "cluster", "replicas", id).StringSlice()
+			return err == nil && len(lines) == 1 && !strings.Contains(lines[0], "fail") && !strings.Contains(lines[0], "handshake")
+		})
 	}
 	wakes := make([]<-chan struct{}, len(names))
 	for i, name := range names {
