@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -447,5 +448,46 @@ func (c *claims) valuesKey(doc string, line int, key string, must bool) {
 			return
 		}
 		node = next
+	}
+}
+
+// The Kubernetes floor the docs state ("Kubernetes 1.NN or later") is the
+// chart's kubeVersion, and no older than the newest API the manifests need
+// (admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy: 1.30).
+func TestKubernetesFloorIsTheChartsKubeVersion(t *testing.T) {
+	chart, err := os.ReadFile("charts/redislock/Chart.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c struct {
+		KubeVersion string `json:"kubeVersion"`
+	}
+	if err := yaml.Unmarshal(chart, &c); err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`^>=1\.(\d+)\.0-0$`).FindStringSubmatch(c.KubeVersion)
+	if m == nil {
+		t.Fatalf("charts/redislock kubeVersion %q; want >=1.NN.0-0", c.KubeVersion)
+	}
+	floor := "1." + m[1]
+	if minor, _ := strconv.Atoi(m[1]); minor < 30 {
+		t.Errorf("the chart's floor %s is older than 1.30, which ValidatingAdmissionPolicy v1 needs", floor)
+	}
+	said := regexp.MustCompile(`Kubernetes (1\.\d+) or later`)
+	found := 0
+	for _, path := range userDocs(t) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range said.FindAllStringSubmatch(string(b), -1) {
+			found++
+			if s[1] != floor {
+				t.Errorf("%s says Kubernetes %s or later; the chart's kubeVersion is %s", path, s[1], c.KubeVersion)
+			}
+		}
+	}
+	if found == 0 {
+		t.Error("no doc states the Kubernetes floor")
 	}
 }

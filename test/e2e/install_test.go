@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"k8s.io/client-go/discovery"
 	"sigs.k8s.io/yaml"
 
 	"github.com/redislock/redislock/internal/testing/testenv"
@@ -30,6 +31,16 @@ func helm(t *testing.T, args ...string) (string, error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if len(args) > 0 && args[0] == "template" {
+		// helm template assumes Kubernetes 1.20 unless told (a helm built
+		// without its release flags), and the chart's kubeVersion asks for
+		// more: render for the test API server.
+		v, err := apiServerVersion()
+		if err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "--kube-version", v)
+	}
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfigPath, "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
 	var stdout, stderr bytes.Buffer
@@ -42,6 +53,19 @@ func helm(t *testing.T, args ...string) (string, error) {
 }
 
 var thirdPartyCRDs sync.Once
+
+// apiServerVersion is the test API server's version, as v1.NN.P.
+var apiServerVersion = sync.OnceValues(func() (string, error) {
+	dc, err := discovery.NewDiscoveryClientForConfig(testEnv.Config)
+	if err != nil {
+		return "", err
+	}
+	v, err := dc.ServerVersion()
+	if err != nil {
+		return "", err
+	}
+	return v.GitVersion, nil
+})
 
 // installThirdPartyCRDs installs the CRDs of the kinds the chart can render
 // besides ours (cert-manager's Issuer and Certificate, Prometheus's

@@ -526,7 +526,7 @@ func TestSecretPolicyCoversEverySecretReference(t *testing.T) {
 	policy := readFile(t, filepath.Join(repoRoot, "config", "policy", "tenancy.yaml"))
 	found := map[string]bool{}
 	for file, path := range map[string][]string{
-		"redislock.io_redislocks.yaml":               {"spec", "redis"},
+		"redislock.io_redislocks.yaml":              {"spec", "redis"},
 		"redislock.io_redisconnections.yaml":        {"spec"},
 		"redislock.io_clusterredisconnections.yaml": {"spec"},
 	} {
