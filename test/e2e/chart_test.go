@@ -501,6 +501,35 @@ func TestHelmServiceMonitorSelectsOnStableLabels(t *testing.T) {
 	}
 }
 
+// The alerts' job is the job of the monitor in use: a ServiceMonitor's
+// targets take the metrics Service's name, and a PodMonitor's would take
+// <namespace>/<name> unless relabelled, so the chart relabels them to the
+// same name. Before, with metrics.podMonitor the controller-down alert
+// fired for ever.
+func TestHelmAlertsMatchTheMonitorsJob(t *testing.T) {
+	jobOf := func(objs []map[string]any) string {
+		t.Helper()
+		rule := asYAML(object(t, objs, "PrometheusRule"))
+		m := regexp.MustCompile(`absent\(up\{job="([^"]+)"`).FindStringSubmatch(rule)
+		if m == nil {
+			t.Fatalf("no controller-down alert on up{job=...} in:\n%s", rule)
+		}
+		return m[1]
+	}
+	sm := render(t, chartDir(), "--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.prometheusRule.enabled=true")
+	byName(t, sm, "Service", jobOf(sm)) // a ServiceMonitor's job is the Service's name
+	pm := render(t, chartDir(), "--set", "metrics.podMonitor.enabled=true", "--set", "metrics.secure=false", "--set", "metrics.prometheusRule.enabled=true",
+		"--set", "metrics.serviceMonitor.relabelings[0].action=labeldrop", "--set", "metrics.serviceMonitor.relabelings[0].regex=pod_template_hash")
+	relabel := at(object(t, pm, "PodMonitor"), "spec.podMetricsEndpoints.0.relabelings").([]any)
+	first := relabel[0].(map[string]any)
+	if first["targetLabel"] != "job" || first["replacement"] != jobOf(pm) {
+		t.Errorf("with a PodMonitor the alerts match job %q; its first relabeling is %v", jobOf(pm), first)
+	}
+	if len(relabel) != 2 || relabel[1].(map[string]any)["action"] != "labeldrop" {
+		t.Errorf("the PodMonitor lost the user's relabelings: %v", relabel)
+	}
+}
+
 // The chart packaged as `make chart` does (helm package) carries the
 // version and appVersion of Chart.yaml and its CRDs, and installs without
 // a clone: helm install of the .tgz with a server-side dry run, and every
