@@ -786,3 +786,29 @@ func TestCRDsChartFollowsTheMainChart(t *testing.T) {
 		}
 	}
 }
+
+// Two releases of one name in two namespaces (what docs/install.md's
+// several installations must avoid) collide on the release's
+// cluster-scoped objects, and helm says so: the second install fails with
+// the ownership error the doc quotes, and leaves the first alone. Each
+// release's own name avoids it. (No webhook and no hooks: nothing here may
+// call a Service's cluster IP.)
+func TestHelmTwoReleasesOfOneNameCollideClearly(t *testing.T) {
+	installThirdPartyCRDs(t)
+	a, b := newNamespace(t), newNamespace(t)
+	values := []string{"--no-hooks", "--set", "webhook.enabled=false"}
+	install := func(name, ns string, more ...string) (string, error) {
+		t.Cleanup(func() { _, _ = helm(t, "uninstall", name, "-n", ns) })
+		return helm(t, append(append([]string{"install", name, chartDir(), "-n", ns}, values...), more...)...)
+	}
+	if out, err := install("dup", a); err != nil {
+		t.Fatalf("the first release: %v\n%s", err, out)
+	}
+	out, err := install("dup", b, "--set", "agentRole.create=false", "--set", "tenancy.create=false")
+	if err == nil || !strings.Contains(out, "exists and cannot be imported into the current release: invalid ownership metadata") {
+		t.Fatalf("a second release of the same name in another namespace: %v; want the ownership error docs/install.md quotes:\n%s", err, out)
+	}
+	if out, err := install("dup-b", b, "--set", "agentRole.create=false", "--set", "tenancy.create=false"); err != nil {
+		t.Fatalf("a second release with a name of its own: %v\n%s", err, out)
+	}
+}
