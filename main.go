@@ -81,6 +81,9 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	case "-h", "-help", "--help", "help":
 		_, err = fmt.Fprint(stdout, usage)
 	case "version":
+		if len(args) > 1 {
+			return cli.Usagef("version takes no flags or arguments; got %q", args[1:])
+		}
 		err = version(stdout)
 	case "controller":
 		err = controllercmd.Run(ctx, args[1:])

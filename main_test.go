@@ -39,23 +39,29 @@ func TestCommandLine(t *testing.T) {
 		{args: []string{"-h"}, code: 0, stdout: append([]string{"usage: redislock"}, commands...)},
 		{args: []string{"--help"}, code: 0, stdout: append([]string{"usage: redislock"}, commands...)},
 		{args: []string{"help"}, code: 0, stdout: append([]string{"usage: redislock"}, commands...)},
-		// The flag package prints a command's flags on stderr.
-		{args: []string{"agent", "-h"}, code: 0, stderr: []string{"-lock", "-label-pod", "-cluster-id", "-kubeconfig"}},
-		{args: []string{"agent", "--help"}, code: 0, stderr: []string{"-lock"}},
-		{args: []string{"controller", "-h"}, code: 0, stderr: []string{"-metrics-bind-address", "-agent-image", "-kubeconfig"}},
-		{args: []string{"controller", "--help"}, code: 0, stderr: []string{"-leader-elect"}},
-		{args: []string{"webhook-wait", "-h"}, code: 0, stderr: []string{"-url", "-connect", "-ca-file", "-timeout"}},
+		// A command's flags, asked for, are its output: stdout.
+		{args: []string{"agent", "-h"}, code: 0, stdout: []string{"-lock", "-label-pod", "-cluster-id", "-kubeconfig"}},
+		{args: []string{"agent", "--help"}, code: 0, stdout: []string{"-lock"}},
+		{args: []string{"controller", "-h"}, code: 0, stdout: []string{"-metrics-bind-address", "-agent-image", "-kubeconfig"}},
+		{args: []string{"controller", "--help"}, code: 0, stdout: []string{"-leader-elect"}},
+		{args: []string{"webhook-wait", "-h"}, code: 0, stdout: []string{"-url", "-connect", "-ca-file", "-timeout"}},
 		{args: []string{"webhook-wait", "-url", "http://x"}, code: 2, stderr: []string{"webhook-wait: -url", "want https://"}, noStdout: true, oneLine: true},
 		{args: []string{"webhook-wait", "-url", "https://x", "-timeout=0s"}, code: 2, stderr: []string{"webhook-wait: -timeout 0s"}, noStdout: true, oneLine: true},
 		{args: []string{"webhook-wait", "-nope"}, code: 2, stderr: []string{"webhook-wait: flag provided but not defined: -nope", "redislock webhook-wait -h"}, noStdout: true, oneLine: true},
 		{args: []string{"version"}, code: 0, stdout: []string{versionOf(chartAppVersion(t), builtInfo(t, bin))}},
+		{args: []string{"version", "-x"}, code: 2, stderr: []string{`version takes no flags or arguments; got ["-x"]`}, noStdout: true, oneLine: true},
+		// No kubeconfig anywhere: where it looked, in one line, naming
+		// the flag (not client-go's KUBERNETES_MASTER, nor a log line).
+		{args: []string{"agent", "-lock", "l", "-namespace", "ns", "-identity", "a"}, code: 1, stderr: []string{"agent: kubeconfig: no API server to talk to: pass -kubeconfig FILE, set $KUBECONFIG"}, noStdout: true, oneLine: true},
+		{args: []string{"controller"}, code: 1, stderr: []string{"kubeconfig: no API server to talk to: pass -kubeconfig FILE"}, noStdout: true, oneLine: true},
 		// -kubeconfig is the file both commands connect with.
 		{args: []string{"agent", "-kubeconfig", missing, "-lock", "l", "-namespace", "ns", "-identity", "a"}, code: 1, stderr: []string{"agent: kubeconfig " + missing}, noStdout: true},
 		{args: []string{"controller", "-kubeconfig", missing}, code: 1, stderr: []string{"controller: kubeconfig " + missing}, noStdout: true},
 		{args: []string{"nope"}, code: 2, stderr: []string{`unknown subcommand "nope"`}, noStdout: true, oneLine: true},
 		// Usage errors, checked before a kubeconfig is loaded.
-		{args: []string{"agent"}, code: 2, stderr: []string{"agent: -lock: required"}, noStdout: true, oneLine: true},
-		{args: []string{"agent", "-lock", "l"}, code: 2, stderr: []string{"agent: -namespace (or $POD_NAMESPACE): required"}, noStdout: true, oneLine: true},
+		// Every required value missing, at once.
+		{args: []string{"agent"}, code: 2, stderr: []string{"agent: -lock: required", "agent: -namespace (or $POD_NAMESPACE): required", "agent: -identity (or $POD_NAME): required", "redislock agent -h"}, noStdout: true},
+		{args: []string{"agent", "-lock", "Bad_Name"}, code: 2, stderr: []string{`agent: -lock: "Bad_Name" is not a RedisLock name`, "agent: -namespace (or $POD_NAMESPACE): required"}, noStdout: true},
 		{args: []string{"agent", "-lock", "Bad_Name", "-namespace", "ns", "-identity", "a"}, code: 2, stderr: []string{`agent: -lock: "Bad_Name" is not a RedisLock name`}, noStdout: true, oneLine: true},
 		{args: []string{"agent", "-lock", "l", "-namespace", "ns", "-identity", "a", "-on-lost=maybe", "--", "true"}, code: 2, stderr: []string{`agent: -on-lost: "maybe": want exit or campaign`}, noStdout: true, oneLine: true},
 		{args: []string{"agent", "-lock", "l", "-namespace", "ns", "-identity", "a", "-on-lost=campaign"}, code: 2, stderr: []string{"agent: -on-lost: set without a command"}, noStdout: true, oneLine: true},

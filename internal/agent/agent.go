@@ -146,40 +146,45 @@ func (e *OptionError) Error() string {
 // Is makes an OptionError match ErrInvalidOptions.
 func (e *OptionError) Is(target error) bool { return target == ErrInvalidOptions }
 
-// validate returns an *OptionError for the first invalid field of o.
+// validate returns an *OptionError for each invalid field of o, all of
+// them (errors.Join), so that a command line is fixed in one go.
 func (o Options) validate() error {
-	invalid := func(field, format string, args ...any) error {
-		return &OptionError{Field: field, Reason: fmt.Sprintf(format, args...)}
+	var errs []error
+	invalid := func(field, format string, args ...any) {
+		errs = append(errs, &OptionError{Field: field, Reason: fmt.Sprintf(format, args...)})
+	}
+	if o.Lock.Name == "" {
+		invalid("Lock.Name", "required: the name of the RedisLock to campaign for")
+	} else if e := validation.IsDNS1123Subdomain(o.Lock.Name); len(e) > 0 {
+		invalid("Lock.Name", "%q is not a RedisLock name: %s", o.Lock.Name, strings.Join(e, "; "))
+	}
+	if o.Lock.Namespace == "" {
+		invalid("Lock.Namespace", "required: the namespace of the RedisLock and of this pod")
+	} else if e := validation.IsDNS1123Label(o.Lock.Namespace); len(e) > 0 {
+		invalid("Lock.Namespace", "%q is not a namespace: %s", o.Lock.Namespace, strings.Join(e, "; "))
+	}
+	if o.Identity == "" {
+		invalid("Identity", "required: this candidate's identity, the pod's name")
 	}
 	switch {
-	case o.Lock.Name == "":
-		return invalid("Lock.Name", "required: the name of the RedisLock to campaign for")
-	case o.Lock.Namespace == "":
-		return invalid("Lock.Namespace", "required: the namespace of the RedisLock and of this pod")
-	case o.Identity == "":
-		return invalid("Identity", "required: this candidate's identity, the pod's name")
 	case o.OnLost != "" && !onLostValues.Has(o.OnLost):
-		return invalid("OnLost", "%q: want %s or %s", o.OnLost, OnLostExit, OnLostCampaign)
+		invalid("OnLost", "%q: want %s or %s", o.OnLost, OnLostExit, OnLostCampaign)
 	case o.OnLost != "" && len(o.Command) == 0:
-		return invalid("OnLost", "set without a command to run (after --)")
+		invalid("OnLost", "set without a command to run (after --)")
+	}
+	switch {
 	case o.MaxConnections < 0:
-		return invalid("MaxConnections", "%d: want at least 1, or 0 for the default %d", o.MaxConnections, DefaultMaxConnections)
+		invalid("MaxConnections", "%d: want at least 1, or 0 for the default %d", o.MaxConnections, DefaultMaxConnections)
 	case o.MaxLongPolls < 0:
-		return invalid("MaxLongPolls", "%d: want at least 1, or 0 for the default %d", o.MaxLongPolls, DefaultMaxLongPolls)
+		invalid("MaxLongPolls", "%d: want at least 1, or 0 for the default %d", o.MaxLongPolls, DefaultMaxLongPolls)
 	case cmp.Or(o.MaxLongPolls, DefaultMaxLongPolls) >= cmp.Or(o.MaxConnections, DefaultMaxConnections):
-		return invalid("MaxLongPolls", "%d: want fewer than the connection cap (%d), so that a probe finds one while the long polls are at their cap",
+		invalid("MaxLongPolls", "%d: want fewer than the connection cap (%d), so that a probe finds one while the long polls are at their cap",
 			cmp.Or(o.MaxLongPolls, DefaultMaxLongPolls), cmp.Or(o.MaxConnections, DefaultMaxConnections))
 	}
-	if errs := validation.IsDNS1123Subdomain(o.Lock.Name); len(errs) > 0 {
-		return invalid("Lock.Name", "%q is not a RedisLock name: %s", o.Lock.Name, strings.Join(errs, "; "))
-	}
-	if errs := validation.IsDNS1123Label(o.Lock.Namespace); len(errs) > 0 {
-		return invalid("Lock.Namespace", "%q is not a namespace: %s", o.Lock.Namespace, strings.Join(errs, "; "))
-	}
-	return nil
+	return errors.Join(errs...)
 }
 
-// New checks o (an *OptionError for an invalid field) and returns an Agent
+// New checks o (an *OptionError for each invalid field) and returns an Agent
 // that talks to the API server through cfg. It does no I/O.
 func New(cfg *rest.Config, o Options) (*Agent, error) {
 	if err := o.validate(); err != nil {

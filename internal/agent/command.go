@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -46,11 +47,7 @@ func Command(ctx context.Context, args []string) error {
 	}
 	o := options(f, fs.Args())
 	if err := o.validate(); err != nil {
-		var oe *OptionError
-		if errors.As(err, &oe) && optionFlags[oe.Field] != "" {
-			return cli.Usagef("agent: %s: %s (redislock agent -h lists the flags)", optionFlags[oe.Field], oe.Reason)
-		}
-		return cli.Usage(err)
+		return cli.Usage(flagErrors(err))
 	}
 	log := logFlags.Logger()
 	redisconn.RouteRedisLogs(log)
@@ -85,4 +82,23 @@ func onLostFlag(command []string, v string) string {
 		return ""
 	}
 	return v
+}
+
+// flagErrors restates the OptionErrors in err by the flags that set their
+// fields, one line each, the last saying where the flags are listed.
+func flagErrors(err error) error {
+	var lines []string
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	for _, e := range errs {
+		var oe *OptionError
+		if errors.As(e, &oe) && optionFlags[oe.Field] != "" {
+			lines = append(lines, fmt.Sprintf("agent: %s: %s", optionFlags[oe.Field], oe.Reason))
+		} else {
+			lines = append(lines, "agent: "+e.Error())
+		}
+	}
+	return errors.New(strings.Join(lines, "\n") + " (redislock agent -h lists the flags)")
 }

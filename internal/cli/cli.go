@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
 
 	"github.com/go-logr/logr"
 	"go.uber.org/zap/zapcore"
@@ -55,6 +56,12 @@ func Parse(fs *flag.FlagSet, args []string) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, flag.ErrHelp):
+		// Asked for, the flags are the output: stdout, unless the
+		// caller chose where they go.
+		if out == os.Stderr {
+			fs.SetOutput(os.Stdout)
+			defer fs.SetOutput(out)
+		}
 		fs.Usage()
 		return err
 	}

@@ -1,8 +1,10 @@
 package kubeconfig
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -59,5 +61,19 @@ func TestLoadReadsTheFileGiven(t *testing.T) {
 	}
 	if _, err := Load(filepath.Join(t.TempDir(), "missing")); err == nil {
 		t.Error("Load of a missing file succeeded")
+	}
+}
+
+// With no file given, no $KUBECONFIG, no pod and no ~/.kube/config, Load
+// says where it looked, naming the flag, instead of client-go's "try
+// setting KUBERNETES_MASTER".
+func TestLoadWithoutAnyConfigSaysWhereItLooked(t *testing.T) {
+	t.Setenv("KUBECONFIG", "")
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	t.Setenv("KUBERNETES_SERVICE_PORT", "")
+	t.Setenv("HOME", t.TempDir())
+	_, err := Load("")
+	if !errors.Is(err, ErrNoConfig) || !strings.Contains(err.Error(), "-kubeconfig") || !strings.Contains(err.Error(), "~/.kube/config") {
+		t.Fatalf("Load without any config: %v; want ErrNoConfig naming -kubeconfig and ~/.kube/config", err)
 	}
 }
