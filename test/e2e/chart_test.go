@@ -226,6 +226,7 @@ func TestHelmChartRendersEveryValue(t *testing.T) {
 			"selector":          map[string]any{"matchLabels": map[string]any{"app.kubernetes.io/name": "redislock", "app.kubernetes.io/instance": "rl", "app.kubernetes.io/component": "controller"}},
 			"namespaceSelector": map[string]any{"matchNames": []any{"ops"}},
 			"podMetricsEndpoints": []any{map[string]any{"port": "metrics", "interval": "15s", "scheme": "https",
+				"relabelings":   []any{map[string]any{"action": "replace", "targetLabel": "job", "replacement": "rl-redislock-metrics"}},
 				"authorization": map[string]any{"type": "Bearer", "credentials": map[string]any{"name": "prometheus-token", "key": "token"}},
 				"tlsConfig":     map[string]any{"insecureSkipVerify": true}}},
 		}},

@@ -192,6 +192,10 @@ func TestHelmChartRejectsBadValues(t *testing.T) {
 		{[]string{"metrics.podMonitor.enabled=true"}, "metrics.podMonitor.enabled with metrics.secure needs metrics.podMonitor.authorization"},
 		{[]string{"networkPolicy.metricsFrom={prometheus}"}, "/networkPolicy/metricsFrom/0"},
 		{[]string{"rbac.create=no"}, "/rbac/create"},
+		// Values each valid alone that cannot work together.
+		{[]string{"agent.resources.requests.memory=256Mi"}, "agent.resources.requests.memory 256Mi is above agent.resources.limits.memory 128Mi"},
+		{[]string{"agent.resources.requests.memory=2Gi", "agent.resources.limits.memory=1024Mi"}, "agent.resources.requests.memory 2Gi is above agent.resources.limits.memory 1024Mi"},
+		{[]string{"metrics.port=9443"}, "metrics.port and webhook.port are both 9443"},
 	}
 	for _, tc := range cases {
 		args := []string{"template", "rl", chartDir()}

@@ -127,4 +127,31 @@ Rules across values that the schema cannot explain: fail with the reason.
 {{- if and .Values.networkPolicy.egress.enabled (not .Values.networkPolicy.egress.redisCIDRs) -}}
 {{- fail "networkPolicy.egress.enabled needs networkPolicy.egress.redisCIDRs: without it the controller reaches no Redis server at all; list the networks of the servers your RedisLocks and connections name" -}}
 {{- end -}}
+{{- $ports := dict "metrics.port" .Values.metrics.port -}}
+{{- if .Values.webhook.enabled }}{{ $_ := set $ports "webhook.port" .Values.webhook.port }}{{ end -}}
+{{- range $a, $pa := $ports }}{{ range $b, $pb := $ports }}{{ if and (lt $a $b) (eq (int $pa) (int $pb)) -}}
+{{- fail (printf "%s and %s are both %v: the controller's pod serves each on a port of its own; choose another" $a $b $pa) -}}
+{{- end }}{{ end }}{{ end -}}
+{{- with .Values.agent.resources -}}
+{{- $req := include "redislock.bytes" (dig "requests" "memory" "" .) | int64 -}}
+{{- $lim := include "redislock.bytes" (dig "limits" "memory" "" .) | int64 -}}
+{{- if and (gt $req 0) (gt $lim 0) (gt $req $lim) -}}
+{{- fail (printf "agent.resources.requests.memory %v is above agent.resources.limits.memory %v: the API server would refuse every pod the webhook injects; raise the limit or lower the request" .requests.memory .limits.memory) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+redislock.bytes is the number of bytes of a memory quantity written as an
+integer with an optional suffix (Ki, Mi, Gi, Ti, k, M, G, T); 0 for one it
+cannot read (empty, or decimal: then nothing is compared, and the
+controller's own check of -agent-memory-request against -agent-memory-limit
+at start is what catches it).
+*/}}
+{{- define "redislock.bytes" -}}
+{{- $q := toString . -}}
+{{- $units := dict "Ki" 1024 "Mi" 1048576 "Gi" 1073741824 "Ti" 1099511627776 "k" 1000 "M" 1000000 "G" 1000000000 "T" 1000000000000 "" 1 -}}
+{{- $n := regexFind "^[0-9]+" $q -}}
+{{- $u := trimPrefix $n $q -}}
+{{- if and $n (hasKey $units $u) }}{{ mul (atoi $n) (get $units $u) }}{{ else }}0{{ end -}}
 {{- end -}}
