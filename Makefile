@@ -12,7 +12,7 @@ CRD_REF_DOCS = $(shell $(TOOLS) --print crd-ref-docs)
 GOLANGCI_LINT = $(shell $(TOOLS) --print golangci-lint)
 HELM = $(shell $(TOOLS) --print helm)
 
-.PHONY: all demo test cluster-test bench bench-failover chaos fuzz lint fmt vet redis packages tools generate manifests verify-generated chart
+.PHONY: all demo test cluster-test bench bench-failover chaos fuzz lint fmt vet redis packages tools generate manifests verify-generated chart image
 
 all: test
 
@@ -119,6 +119,15 @@ verify-generated: generate manifests
 chart:
 	$(HELM) lint --strict charts/redislock charts/redislock-crds
 	$(HELM) package charts/redislock charts/redislock-crds --destination dist
+
+## image: the controller's (and agent's) image, ghcr.io/redislock/redislock:<appVersion>, built with
+## CONTAINER_TOOL (docker; podman works too) from the Dockerfile, labelled with the chart's appVersion.
+## IMAGE overrides the name. Then load it into the cluster (kind load docker-image IMAGE,
+## minikube image load IMAGE) or push it to a registry the cluster pulls from.
+CONTAINER_TOOL ?= docker
+IMAGE ?= ghcr.io/redislock/redislock:$(shell sed -n 's/^appVersion: //p' charts/redislock/Chart.yaml)
+image:
+	$(CONTAINER_TOOL) build --build-arg VERSION=$$(sed -n 's/^appVersion: //p' charts/redislock/Chart.yaml) -t $(IMAGE) .
 
 ## lint: golangci-lint with the pinned version and .golangci.yml.
 lint:
