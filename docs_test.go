@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/redislock/redislock/internal/agent"
+	"github.com/redislock/redislock/internal/leaderhttp"
 	"github.com/redislock/redislock/internal/testing/testenv"
 )
 
@@ -489,5 +490,37 @@ func TestKubernetesFloorIsTheChartsKubeVersion(t *testing.T) {
 	}
 	if found == 0 {
 		t.Error("no doc states the Kubernetes floor")
+	}
+}
+
+// Every /leader answer the docs show parses as the agent's own
+// (leaderhttp.Status, no field it lacks; "..." stands for a time), with a
+// lock named as the controller names locks in Redis: the cluster's
+// identity, the namespace and the name, or global/<lockName>.
+func TestLeaderExamplesParseAsTheAgentsAnswer(t *testing.T) {
+	answer := regexp.MustCompile(`\{"leading":[^}]*\}`)
+	lockName := regexp.MustCompile(`^([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/[a-z0-9-]+/[a-z0-9.-]+|global/[a-z0-9.-]+)$`)
+	found := 0
+	for _, path := range userDocs(t) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range answer.FindAllString(string(b), -1) {
+			found++
+			dec := json.NewDecoder(strings.NewReader(strings.ReplaceAll(m, `"..."`, `"2026-01-01T00:00:00Z"`)))
+			dec.DisallowUnknownFields()
+			var st leaderhttp.Status
+			if err := dec.Decode(&st); err != nil {
+				t.Errorf("%s: %s is not a /leader answer: %v", path, m, err)
+				continue
+			}
+			if !lockName.MatchString(st.Lock) {
+				t.Errorf("%s: %s: lock %q is not a lock's name in Redis (<cluster id>/<namespace>/<name> or global/<lockName>)", path, m, st.Lock)
+			}
+		}
+	}
+	if found == 0 {
+		t.Error("no /leader answer in the docs")
 	}
 }
