@@ -613,3 +613,48 @@ func TestWaitAllReplicasCountsEachMastersOwnReplicas(t *testing.T) {
 		t.Fatalf("a renewal on the master with two replicas: %v", err)
 	}
 }
+
+// A release made while the lock's slot migrates, once its keys have moved
+// and before SETSLOT NODE, runs on the importing master (ASK) and is
+// published in that master's shard, which the waiter does not listen to.
+// At SETSLOT NODE the old owner drops the waiter's subscription; the
+// waiter subscribes where the slot lives now, and takes the drop for a
+// release it may have missed: it wakes. Before, it slept on until its
+// next look.
+func TestAReleaseDuringASlotMigrationWakesItsWaiter(t *testing.T) {
+	cl := redistest.StartReplicatedCluster(t, 3, 0)
+	holder, waiter := clusterClient(t, cl, "holder"), clusterClient(t, cl, "waiter")
+	ctx := context.Background()
+	admin := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs})
+	t.Cleanup(func() { _ = admin.Close() })
+	slot, err := admin.ClusterKeySlot(ctx, lockKey("migrant")).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	from, err := cl.SlotShard(ctx, slot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var to *redisproc.Server
+	for _, s := range cl.Servers {
+		if s != from.Master {
+			to = s
+			break
+		}
+	}
+	l, err := holder.Obtain(ctx, "migrant", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wake, stop := waiter.WatchReleases(ctx, "migrant")
+	defer stop()
+	err = cl.MigrateSlotWith(ctx, slot, to, redistest.MigrationSteps{Moved: func(ctx context.Context) error { return l.Release(ctx) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-wake:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("a release during the migration of slot %d from %s to %s woke no waiter within 20s of SETSLOT NODE", slot, from.Master.Addr, to.Addr)
+	}
+}

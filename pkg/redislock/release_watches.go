@@ -278,7 +278,9 @@ func (r *releaseWatches) passTurn(channel string) {
 // confirmed counts a node's confirmation of a SUBSCRIBE (the one a watch
 // sent, or go-redis's own after a reconnection) and releases the watches
 // that wait for their channel's. A shard channel the server unsubscribed
-// by itself, its slot gone to another shard, is subscribed again there.
+// by itself, its slot gone to another shard, is subscribed again there,
+// and its watches are woken as by a release: one made during the
+// migration was published in the importing master's shard.
 func (r *releaseWatches) confirmed(ctx context.Context, key string, m *redis.Subscription) {
 	switch m.Kind {
 	case "subscribe", "ssubscribe":
@@ -291,6 +293,10 @@ func (r *releaseWatches) confirmed(ctx context.Context, key string, m *redis.Sub
 			if err := r.resubscribe(ctx, key); err != nil {
 				r.c.opts.Logger.V(1).Info("resubscribe failed; the keeper subscribes again", "node", r.n.name, "error", err.Error())
 			}
+			// A release made on the importing master before the move
+			// was published in its shard, not here: wake the watches as
+			// for one, so that none waits for a release it missed.
+			r.deliver(&redis.Message{Channel: m.Channel, Payload: eventReleased})
 		}
 		return
 	default:

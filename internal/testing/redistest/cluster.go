@@ -215,13 +215,38 @@ func (c *Cluster) healthy(ctx context.Context, replicas int) bool {
 // MIGRATE, then SETSLOT NODE on every master. Between those steps the
 // slot's clients meet ASK, TRYAGAIN and MOVED.
 func (c *Cluster) MigrateSlot(ctx context.Context, slot int64, to *redisproc.Server) error {
-	return c.MigrateSlotHeld(ctx, slot, to, 0)
+	return c.MigrateSlotWith(ctx, slot, to, MigrationSteps{})
 }
 
 // MigrateSlotHeld is MigrateSlot with the slot left MIGRATING and
 // IMPORTING, no key moved, for hold first: a migration that stalls (a
 // slow or interrupted reshard).
 func (c *Cluster) MigrateSlotHeld(ctx context.Context, slot int64, to *redisproc.Server, hold time.Duration) error {
+	return c.MigrateSlotWith(ctx, slot, to, MigrationSteps{Migrating: func(ctx context.Context) error {
+		t := time.NewTimer(hold)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}})
+}
+
+// MigrationSteps are what MigrateSlotWith runs between the steps of a
+// migration; a nil one is skipped, an error ends the migration there.
+type MigrationSteps struct {
+	// Migrating runs once the slot is IMPORTING on the target and
+	// MIGRATING on its master, before any key moves.
+	Migrating func(ctx context.Context) error
+	// Moved runs once every key of the slot is on the target, before
+	// SETSLOT NODE.
+	Moved func(ctx context.Context) error
+}
+
+// MigrateSlotWith is MigrateSlot with steps run along the way.
+func (c *Cluster) MigrateSlotWith(ctx context.Context, slot int64, to *redisproc.Server, steps MigrationSteps) error {
 	sh, err := c.SlotShard(ctx, slot)
 	if err != nil {
 		return err
@@ -245,13 +270,9 @@ func (c *Cluster) MigrateSlotHeld(ctx context.Context, slot int64, to *redisproc
 	if err := src.Do(ctx, "cluster", "setslot", slot, "migrating", dstID).Err(); err != nil {
 		return fmt.Errorf("redistest: migrate slot %d: SETSLOT MIGRATING on %s: %w", slot, sh.Master.Addr, err)
 	}
-	if hold > 0 {
-		t := time.NewTimer(hold)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
+	if steps.Migrating != nil {
+		if err := steps.Migrating(ctx); err != nil {
+			return fmt.Errorf("redistest: migrate slot %d: %w", slot, err)
 		}
 	}
 	host, port, _ := net.SplitHostPort(to.Addr)
@@ -269,6 +290,11 @@ func (c *Cluster) MigrateSlotHeld(ctx context.Context, slot int64, to *redisproc
 		}
 		if err := src.Do(ctx, args...).Err(); err != nil {
 			return fmt.Errorf("redistest: migrate slot %d: MIGRATE %v: %w", slot, keys, err)
+		}
+	}
+	if steps.Moved != nil {
+		if err := steps.Moved(ctx); err != nil {
+			return fmt.Errorf("redistest: migrate slot %d: %w", slot, err)
 		}
 	}
 	// The new owner first, then the old, then the others, as redis-cli does.
