@@ -222,13 +222,25 @@ func inSync(ctx context.Context, mc *redis.Client, n int) bool {
 	return err == nil && strings.Count(info, "state=online") == n
 }
 
-// known reports whether every Sentinel knows n replicas.
+// known reports whether every Sentinel knows n replicas. A backup or
+// sync tool (redis-cli --rdb) shows in the master's INFO with port 0, and
+// a Sentinel lists it as a replica at port 0, down, until SENTINEL RESET:
+// that is no replica, and is not counted.
 func (g *SentinelGroup) known(ctx context.Context, n int) bool {
 	for _, s := range g.Sentinels {
 		sc := g.sentinel(s)
 		reps, err := sc.Replicas(ctx, g.MasterName).Result()
 		_ = sc.Close()
-		if err != nil || len(reps) != n {
+		if err != nil {
+			return false
+		}
+		listening := 0
+		for _, r := range reps {
+			if r["port"] != "0" {
+				listening++
+			}
+		}
+		if listening != n {
 			return false
 		}
 	}
