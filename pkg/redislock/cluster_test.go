@@ -504,23 +504,7 @@ func TestWatchFollowsItsSlotToAnotherShard(t *testing.T) {
 	cl := redistest.StartReplicatedCluster(t, 3, 0)
 	holder, waiter := clusterClient(t, cl, "holder"), clusterClient(t, cl, "waiter")
 	ctx := context.Background()
-	admin := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs})
-	t.Cleanup(func() { _ = admin.Close() })
-	slot, err := admin.ClusterKeySlot(ctx, lockKey("migrant")).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	from, err := cl.SlotShard(ctx, slot)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var to *redisproc.Server
-	for _, s := range cl.Servers {
-		if s != from.Master {
-			to = s
-			break
-		}
-	}
+	slot, from, to := migrationOf(t, cl, "migrant")
 	wakes := map[string]<-chan struct{}{}
 	for _, name := range []string{"migrant", "alpha", "bravo"} {
 		var stop func()
@@ -625,23 +609,7 @@ func TestAReleaseDuringASlotMigrationWakesItsWaiter(t *testing.T) {
 	cl := redistest.StartReplicatedCluster(t, 3, 0)
 	holder, waiter := clusterClient(t, cl, "holder"), clusterClient(t, cl, "waiter")
 	ctx := context.Background()
-	admin := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs})
-	t.Cleanup(func() { _ = admin.Close() })
-	slot, err := admin.ClusterKeySlot(ctx, lockKey("migrant")).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	from, err := cl.SlotShard(ctx, slot)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var to *redisproc.Server
-	for _, s := range cl.Servers {
-		if s != from.Master {
-			to = s
-			break
-		}
-	}
+	slot, from, to := migrationOf(t, cl, "migrant")
 	l, err := holder.Obtain(ctx, "migrant", time.Minute)
 	if err != nil {
 		t.Fatal(err)
@@ -657,4 +625,28 @@ func TestAReleaseDuringASlotMigrationWakesItsWaiter(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatalf("a release during the migration of slot %d from %s to %s woke no waiter within 20s of SETSLOT NODE", slot, from.Master.Addr, to.Addr)
 	}
+}
+
+// migrationOf returns the slot of the lock called name on cl, the shard
+// that serves it, and another master to migrate it to.
+func migrationOf(t *testing.T, cl *redistest.Cluster, name string) (int64, redistest.Shard, *redisproc.Server) {
+	t.Helper()
+	ctx := context.Background()
+	admin := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs})
+	t.Cleanup(func() { _ = admin.Close() })
+	slot, err := admin.ClusterKeySlot(ctx, lockKey(name)).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	from, err := cl.SlotShard(ctx, slot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range cl.Servers {
+		if s != from.Master {
+			return slot, from, s
+		}
+	}
+	t.Fatal("no other master")
+	return 0, redistest.Shard{}, nil
 }

@@ -196,13 +196,11 @@ func (n *node) writeAndWait(ctx context.Context, conn *redis.Conn, master string
 		}
 	}
 	for addr := range w.replicas {
-		if _, listed := known[addr]; !listed && n.topo.read != nil {
-			// Attached, but not yet in the topology: waited for, and
-			// the topology read again soon.
-			n.topo.stale(master)
-		}
 		if _, listed := known[addr]; !listed {
+			// Attached, but not in the topology: waited for, and the
+			// topology (where there is one) read again soon.
 			need[addr] = true
+			n.topo.stale(master)
 		}
 	}
 	n.topo.waited(master, len(need))
