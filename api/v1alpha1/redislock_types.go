@@ -175,7 +175,7 @@ type RedisConnectionSpec struct {
 	// it counts; Sentinel and Cluster modes only (in a Cluster, the
 	// replicas of the master of the lock's slot). Unset: every replica
 	// that may be promoted, as the Sentinels (SENTINEL REPLICAS) or the
-	// Cluster (CLUSTER REPLICAS) say, and any other attached to the
+	// Cluster (CLUSTER NODES) say, and any other attached to the
 	// master; a backup or sync tool (no listening port) never counts. A
 	// failover then promotes a replica that has the lock, so no holder
 	// believes in a key the new master lacks. A number below the replicas

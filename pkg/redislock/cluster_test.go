@@ -650,3 +650,96 @@ func migrationOf(t *testing.T, cl *redistest.Cluster, name string) (int64, redis
 	t.Fatal("no other master")
 	return 0, redistest.Shard{}, nil
 }
+
+// A CLUSTER FAILOVER leaves the old master's other replica following the
+// old master, now itself a replica, until it hears who took the slots: a
+// chain whose end the new master's WAIT does not see. That replica may be
+// promoted before it has synced with the new master (its data is as fresh
+// as its last link), so a grant must wait for it. Before, the new master
+// listed only its own replicas (CLUSTER REPLICAS), and a grant counted
+// with the chained replica lacking it: the token it handed out could be
+// handed out again after a failover to that replica (the chaos run's two
+// S3 regressions).
+func TestWaitAllReplicasCountsTheOldMastersOtherReplicaAfterAFailover(t *testing.T) {
+	// A long node timeout: the paused replica is not flagged failed (and
+	// so no longer promotable) while the test looks.
+	cl := redistest.StartReplicatedCluster(t, 3, 1, "--cluster-node-timeout", "60000")
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = cc.Close() })
+	c, err := redislock.New([]redis.UniversalClient{cc}, &redislock.Options{
+		AssumeDurable: true, Identity: "c", WaitReplicas: redislock.WaitAllReplicas, NodeTimeout: 2 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	const name = "chained"
+	slot, _, _ := migrationOf(t, cl, name)
+	sh, err := cl.WaitHealthy(ctx, slot, "", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, promoted := sh.Master, sh.Replicas[0]
+	chained := cl.AddReplica(t, old)
+	obtainAndRelease(t, c, name)
+	oldID, promotedID, chainedID := nodeID(t, old), nodeID(t, promoted), nodeID(t, chained)
+
+	if err := chained.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			if err := chained.Resume(); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	defer resume()
+	if err := redistest.Clients(t, promoted)[0].Do(ctx, "cluster", "failover").Err(); err != nil {
+		t.Fatal(err)
+	}
+	// The new master sees the old one follow it, and the chained replica
+	// still following the old one.
+	waitFor(t, 30*time.Second, "the new master to see the old one follow it", func() bool {
+		nodes, err := redistest.Clients(t, promoted)[0].ClusterNodes(ctx).Result()
+		return err == nil && slaveOf(nodes, oldID) == promotedID && slaveOf(nodes, chainedID) == oldID
+	})
+	if sh, err = cl.SlotShard(ctx, slot); err != nil || sh.Master != promoted {
+		t.Fatalf("after CLUSTER FAILOVER the slot's master is %v (%v); want %s", sh.Master, err, promoted.Addr)
+	}
+	_, err = c.Obtain(ctx, name, 10*time.Second)
+	if !errors.Is(err, redislock.ErrReplication) || !strings.Contains(err.Error(), chained.Addr) {
+		t.Fatalf("a grant on the new master while the old master's other replica, paused, follows the old one: %v; want ErrReplication naming %s", err, chained.Addr)
+	}
+	resume()
+	waitFor(t, 60*time.Second, "a grant once the chained replica follows the new master", func() bool {
+		l, err := c.Obtain(ctx, name, 10*time.Second)
+		if err != nil {
+			return false
+		}
+		_ = l.Release(ctx)
+		return true
+	})
+}
+
+// nodeID is s's Cluster node ID.
+func nodeID(t *testing.T, s *redisproc.Server) string {
+	t.Helper()
+	id, err := redistest.Clients(t, s)[0].Do(context.Background(), "cluster", "myid").Text()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// slaveOf is the master ID that CLUSTER NODES gives for the node id.
+func slaveOf(nodes, id string) string {
+	for line := range strings.Lines(nodes) {
+		if f := strings.Fields(line); len(f) > 3 && f[0] == id {
+			return f[3]
+		}
+	}
+	return ""
+}

@@ -119,9 +119,14 @@
 //   - a replica that Sentinel has down (s_down, o_down), or that the
 //     Cluster flags failed, is not promoted before it has resynced; one
 //     that comes back, is seen up and is promoted before it reattaches and
-//     before the Client reads the topology again (topologyMaxAge) could
+//     before the Client asks the Sentinels again (topologyMaxAge) could
 //     lack a grant, and so could one that attached and detached between
 //     two of a Client's writes unseen by the Client and the Sentinels;
+//   - in a Cluster, a node that may take the master's place is one the
+//     master's CLUSTER NODES, read after the WAIT, links to it (see
+//     clusterReplicas): one that starts to follow it later syncs from it
+//     before it may be promoted, unless the master fails within that
+//     sync's first moments;
 //   - expiries replicate as absolute times of the master's clock (Redis
 //     7 propagates PEXPIRE as PEXPIREAT), so S1 across a failover needs
 //     each replica's clock within the drift allowance of its master's;

@@ -21,8 +21,11 @@ import (
 //     a Sentinel lists, less those that every Sentinel that answered has
 //     down (s_down, o_down) and those of replica-priority 0, which
 //     Sentinel never promotes;
-//   - a Cluster asks the master (CLUSTER MYID, CLUSTER REPLICAS): its
-//     replicas, less those the Cluster flags failed;
+//   - a Cluster's master answers in each write's own round trip (CLUSTER
+//     NODES, after the WAIT): its replicas and theirs, and the replicas of
+//     a failed master that serves no slot (deposed, they have not yet
+//     heard who took its slots), less those the Cluster flags failed (see
+//     clusterReplicas);
 //   - a client of one server (redis.NewClient) has no one to promote a
 //     replica but its operator: the replicas attached to it.
 //
@@ -37,9 +40,10 @@ import (
 // restart, a network cut, a failover reconfiguring it) fails every write
 // until it is back, or until the Sentinels see it down
 // (down-after-milliseconds) or the Cluster flags it failed: it may be
-// promoted meanwhile. The topology is read at the first write to a master,
-// then at most every topologyMaxAge, and at most every topologyRetry while
-// writes find it disagreeing with INFO. Nothing is kept in Redis, so no
+// promoted meanwhile. The Sentinels are asked at the first write to a
+// master, then at most every topologyMaxAge, and at most every
+// topologyRetry while writes find them disagreeing with INFO. Nothing is
+// kept in Redis, so no
 // deleted or evicted key, and no one Client's past, changes what is waited
 // for.
 const WaitAllReplicas = -1
@@ -150,7 +154,7 @@ func (n *node) writeAndWait(ctx context.Context, conn *redis.Conn, master string
 		}
 		return v, nil
 	}
-	known, last, err := n.topo.view(ctx, conn, master)
+	known, last, err := n.topo.view(ctx, master)
 	if err != nil {
 		return nil, err
 	}
@@ -162,6 +166,10 @@ func (n *node) writeAndWait(ctx context.Context, conn *redis.Conn, master string
 	// wait for (those attached that the topology does not list count too).
 	wait := redis.NewIntCmd(ctx, "wait", max(promotableCount(known), last), n.waitMs)
 	acked := redis.NewStringCmd(ctx, "info", "replication")
+	// A Cluster master's view of who may take its place, read after the
+	// WAIT: a failover changes it within a gossip round, faster than any
+	// view kept between writes would follow.
+	nodes := redis.NewStringCmd(ctx, "cluster", "nodes")
 	_, _ = conn.Pipelined(ctx, func(p redis.Pipeliner) error {
 		_ = p.Process(ctx, before)
 		// ASKING holds for the one command after it.
@@ -171,6 +179,10 @@ func (n *node) writeAndWait(ctx context.Context, conn *redis.Conn, master string
 		_ = p.Process(ctx, cmd)
 		_ = p.Process(ctx, written)
 		_ = p.Process(ctx, wait)
+		if n.cluster != nil {
+			_ = p.Process(ctx, acked)
+			return p.Process(ctx, nodes)
+		}
 		return p.Process(ctx, acked)
 	})
 	v, err := cmd.Result()
@@ -188,6 +200,15 @@ func (n *node) writeAndWait(ctx context.Context, conn *redis.Conn, master string
 		return nil, err
 	} else if from == w.offset {
 		return v, nil
+	}
+	if n.cluster != nil {
+		text, err := nodes.Result()
+		if err != nil {
+			return nil, fmt.Errorf("%w: read which replicas may be promoted: CLUSTER NODES: %w", ErrReplication, err)
+		}
+		if known, err = clusterReplicas(text); err != nil {
+			return nil, fmt.Errorf("%w: read which replicas may be promoted: %w", ErrReplication, err)
+		}
 	}
 	need := make(map[string]bool, len(known))
 	for addr, promotable := range known {

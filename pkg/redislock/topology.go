@@ -28,9 +28,10 @@ const (
 // those that may be promoted.
 type topology struct {
 	clock clock.PassiveClock
-	// read reads them on conn, a connection to the master; nil for a
-	// client of one server, where no one but its operator promotes.
-	read func(ctx context.Context, conn *redis.Conn) (map[string]bool, error)
+	// read reads them; nil for a client of one server, where no one but
+	// its operator promotes, and for a Cluster, whose master tells with
+	// each write.
+	read func(ctx context.Context) (map[string]bool, error)
 
 	mu       sync.Mutex
 	byMaster map[string]*replicaView
@@ -47,14 +48,13 @@ type replicaView struct {
 }
 
 // newTopology returns the topology of rc: its Sentinels' for a
-// SentinelNode, the master's own in a Cluster, none otherwise.
+// SentinelNode; none otherwise (a Cluster master's own comes with each
+// write: see clusterReplicas).
 func newTopology(rc redis.UniversalClient, clk clock.PassiveClock) *topology {
 	t := &topology{clock: clk, byMaster: map[string]*replicaView{}}
 	switch c := rc.(type) {
 	case *SentinelNode:
-		t.read = func(ctx context.Context, _ *redis.Conn) (map[string]bool, error) { return c.promotable(ctx) }
-	case *redis.ClusterClient:
-		t.read = clusterReplicas
+		t.read = c.promotable
 	}
 	return t
 }
@@ -63,7 +63,7 @@ func newTopology(rc redis.UniversalClient, clk clock.PassiveClock) *topology {
 // topologyMaxAge, or than topologyRetry and stale, and how many replicas
 // the last write to master waited for. A read that fails leaves the last
 // view in use; with none, the error is returned.
-func (t *topology) view(ctx context.Context, conn *redis.Conn, master string) (replicas map[string]bool, need int, err error) {
+func (t *topology) view(ctx context.Context, master string) (replicas map[string]bool, need int, err error) {
 	t.mu.Lock()
 	v := t.byMaster[master]
 	if v != nil {
@@ -82,7 +82,7 @@ func (t *topology) view(ctx context.Context, conn *redis.Conn, master string) (r
 	}
 	t.mu.Unlock()
 	got, err, _ := t.reads.Do(master, func() (any, error) {
-		r, err := t.read(ctx, conn)
+		r, err := t.read(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -126,37 +126,77 @@ func (t *topology) stale(master string) {
 	}
 }
 
-// clusterReplicas reads, on conn to a Cluster master, its replicas
-// (CLUSTER MYID, then CLUSTER REPLICAS of that id): true for each but
-// those the Cluster flags failed. A node in its handshake is not listed:
-// if it is attached, it is waited for as any replica the topology does
-// not know.
-func clusterReplicas(ctx context.Context, conn *redis.Conn) (map[string]bool, error) {
-	id, err := conn.Do(ctx, "cluster", "myid").Text()
-	if err != nil {
-		return nil, fmt.Errorf("CLUSTER MYID: %w", err)
+// clusterReplicas reads, from a Cluster master's CLUSTER NODES, the
+// nodes the Cluster may promote in its place, by "ip:port": true for each
+// but those it flags failed. They are:
+//   - its replicas, and replicas of those (a failover leaves the old
+//     master's other replicas following it until they hear of the new
+//     one: their data reaches this master's WAIT only through it);
+//   - the replicas of a failed master that serves no slot: a master
+//     deposed by a failover whose replicas have not yet heard who took
+//     its slots. They follow whoever did, and may be promoted before they
+//     have synced: which master that is, this view does not say, so they
+//     count for every master until they follow one.
+//
+// A node in its handshake or without an address is not listed: if it is
+// attached, it is waited for as any replica the topology does not know.
+func clusterReplicas(text string) (map[string]bool, error) {
+	type entry struct {
+		addr, master string
+		flags        []string
+		slots        bool
 	}
-	lines, err := conn.Do(ctx, "cluster", "replicas", id).StringSlice()
-	if err != nil {
-		return nil, fmt.Errorf("CLUSTER REPLICAS: %w", err)
-	}
-	out := map[string]bool{}
-	for _, line := range lines {
-		// <id> <ip:port@cport[,hostname]> <flags> <master> ...
+	nodes := map[string]entry{}
+	self := ""
+	for line := range strings.Lines(text) {
+		// <id> <ip:port@cport[,hostname]> <flags> <master> <ping-sent>
+		// <pong-recv> <config-epoch> <link-state> [<slot> ...]
 		f := strings.Fields(line)
-		if len(f) < 3 {
-			return nil, fmt.Errorf("CLUSTER REPLICAS: a line of %d fields: %q", len(f), line)
+		if len(f) == 0 {
+			continue
+		}
+		if len(f) < 8 {
+			return nil, fmt.Errorf("CLUSTER NODES: a line of %d fields: %q", len(f), line)
 		}
 		addr, _, _ := strings.Cut(f[1], "@")
-		host, port, err := net.SplitHostPort(addr)
-		if err != nil || port == "0" {
-			continue // no address known yet
+		addr, _, _ = strings.Cut(addr, ",")
+		e := entry{addr: addr, master: f[3], flags: strings.Split(f[2], ","), slots: len(f) > 8}
+		nodes[f[0]] = e
+		if slices.Contains(e.flags, "myself") {
+			self = f[0]
 		}
-		flags := strings.Split(f[2], ",")
-		if slices.Contains(flags, "handshake") {
-			continue // not a member yet: waited for if attached
+	}
+	if self == "" {
+		return nil, fmt.Errorf("CLUSTER NODES names no node myself")
+	}
+	// ours tells whether a node that follows master may take self's place.
+	ours := func(master string) bool {
+		for range len(nodes) { // a chain has no loop, but a torn view might
+			if master == self {
+				return true
+			}
+			m, ok := nodes[master]
+			switch {
+			case !ok:
+				return false
+			case slices.Contains(m.flags, "slave"):
+				master = m.master
+			default:
+				return !m.slots && slices.Contains(m.flags, "fail")
+			}
 		}
-		out[net.JoinHostPort(host, port)] = !slices.Contains(flags, "fail")
+		return false
+	}
+	out := map[string]bool{}
+	for id, e := range nodes {
+		if id == self || !slices.Contains(e.flags, "slave") || slices.Contains(e.flags, "handshake") || slices.Contains(e.flags, "noaddr") {
+			continue
+		}
+		host, port, err := net.SplitHostPort(e.addr)
+		if err != nil || port == "0" || !ours(e.master) {
+			continue
+		}
+		out[net.JoinHostPort(host, port)] = !slices.Contains(e.flags, "fail")
 	}
 	return out, nil
 }

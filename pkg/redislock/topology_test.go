@@ -3,6 +3,7 @@ package redislock
 import (
 	"context"
 	"errors"
+	"maps"
 	"testing"
 	"time"
 
@@ -19,7 +20,7 @@ func TestTopologyIsReadOncePerMaxAgeAndRetryWhileStale(t *testing.T) {
 	clk := clocktesting.NewFakePassiveClock(time.Unix(1_000_000, 0))
 	reads := 0
 	var fail error
-	topo := &topology{clock: clk, byMaster: map[string]*replicaView{}, read: func(context.Context, *redis.Conn) (map[string]bool, error) {
+	topo := &topology{clock: clk, byMaster: map[string]*replicaView{}, read: func(context.Context) (map[string]bool, error) {
 		reads++
 		if fail != nil {
 			return nil, fail
@@ -29,7 +30,7 @@ func TestTopologyIsReadOncePerMaxAgeAndRetryWhileStale(t *testing.T) {
 	ctx := context.Background()
 	view := func(master string) map[string]bool {
 		t.Helper()
-		v, _, err := topo.view(ctx, nil, master)
+		v, _, err := topo.view(ctx, master)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -74,7 +75,7 @@ func TestTopologyIsReadOncePerMaxAgeAndRetryWhileStale(t *testing.T) {
 	if v := view("a"); !v["10.0.0.1:6379"] {
 		t.Fatalf("a failed read gave %v; want the last view kept", v)
 	}
-	if _, _, err := topo.view(ctx, nil, "c"); !errors.Is(err, ErrReplication) || !errors.Is(err, fail) {
+	if _, _, err := topo.view(ctx, "c"); !errors.Is(err, ErrReplication) || !errors.Is(err, fail) {
 		t.Fatalf("a failed first read: %v; want ErrReplication wrapping the cause", err)
 	}
 }
@@ -127,5 +128,43 @@ func TestReadReplication(t *testing.T) {
 	cmd.SetVal("# Replication\r\nrole:slave\r\n")
 	if _, err := readReplication(cmd); err == nil {
 		t.Fatal("INFO without master_repl_offset read without an error")
+	}
+}
+
+// Which nodes a Cluster master's CLUSTER NODES makes a write wait for:
+// its replicas and theirs, and the replicas of a failed master without
+// slots; not other masters' replicas, nor a node without an address or in
+// its handshake, nor a backup's port 0; one flagged failed is listed as
+// not promotable.
+func TestClusterReplicasFromClusterNodes(t *testing.T) {
+	const nodes = `m1 10.0.0.1:6379@16379 myself,master - 0 0 7 connected 0-5460
+r1 10.0.0.2:6379@16379 slave m1 0 0 7 connected
+r2 10.0.0.3:6379@16379,host-r2 slave r1 0 0 7 connected
+rf 10.0.0.4:6379@16379 slave,fail m1 0 0 7 disconnected
+rp 10.0.0.5:6379@16379 slave,fail? m1 0 0 7 connected
+m2 10.0.1.1:6379@16379 master - 0 0 8 connected 5461-10922
+o2 10.0.1.2:6379@16379 slave m2 0 0 8 connected
+dead 10.0.2.1:6379@16379 master,fail - 0 0 3 disconnected
+orphan 10.0.2.2:6379@16379 slave dead 0 0 3 connected
+empty 10.0.3.1:6379@16379 master - 0 0 0 connected
+spare 10.0.3.2:6379@16379 slave empty 0 0 0 connected
+hs 10.0.4.1:6379@16379 slave,handshake m1 0 0 0 connected
+na :0@0 slave,noaddr m1 0 0 0 disconnected
+`
+	got, err := clusterReplicas(nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{
+		"10.0.0.2:6379": true, "10.0.0.3:6379": true, "10.0.0.4:6379": false,
+		"10.0.0.5:6379": true, "10.0.2.2:6379": true,
+	}
+	if !maps.Equal(got, want) {
+		t.Fatalf("got %v; want %v", got, want)
+	}
+	for _, bad := range []string{"m1 10.0.0.1:6379@16379 master - 0 0 7 connected 0-5460\n", "m1 10.0.0.1:6379 myself\n"} {
+		if _, err := clusterReplicas(bad); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
 	}
 }
