@@ -21,6 +21,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
+
 	"github.com/redislock/redislock/internal/leaderhttp"
 	"github.com/redislock/redislock/internal/testing/proc"
 	"github.com/redislock/redislock/internal/testing/redisproc"
@@ -959,8 +961,25 @@ func clusterBackend(t *testing.T, r *chaosRun) chaosBackend {
 		if how != "" {
 			args = append(args, how)
 		}
-		if err := c.Do(ctx, args...).Err(); err != nil {
-			t.Errorf("CLUSTER FAILOVER %s on %s: %v", how, sh.Replicas[0].Addr, err)
+		// A manual failover the master does not join within
+		// cluster-mf-timeout (5s) is dropped without a word: ask again.
+		promoted := func(context.Context) (bool, error) {
+			now, err := cl.SlotShard(ctx, slot)
+			return err == nil && now.Master != sh.Master, nil
+		}
+		for attempt := 1; ; attempt++ {
+			if err := c.Do(ctx, args...).Err(); err != nil {
+				t.Errorf("CLUSTER FAILOVER %s on %s: %v", how, sh.Replicas[0].Addr, err)
+				return "none"
+			}
+			err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, promoted)
+			if err == nil {
+				break
+			}
+			if attempt == 3 {
+				t.Errorf("CLUSTER FAILOVER %s on %s: asked 3 times, the slot's master is still %s", how, sh.Replicas[0].Addr, sh.Master.Addr)
+				return "none"
+			}
 		}
 		shard(sh.Master.Addr)
 		return sh.Master.Addr + " -> " + sh.Replicas[0].Addr
