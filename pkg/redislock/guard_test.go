@@ -329,3 +329,28 @@ func TestRestartGuardCatchesASnapshotOfAnEarlierGrant(t *testing.T) {
 		t.Fatalf("token %d after the restart, not above the lost grant's %d (S3)", got.Fence(), held.Fence())
 	}
 }
+
+// An epoch marker dated in the future (forged by whoever may write the
+// node's keys, such as a namespace's Redis user) holds back no name for
+// longer than a ttl: the guard reads it as missing. Before, every new name
+// on the node waited until that date.
+func TestRestartGuardReadsAMarkerFromTheFutureAsMissing(t *testing.T) {
+	s := redistest.Start(t, redisproc.Options{})
+	const ttl = 2 * time.Second
+	a := guardedClient(t, "a", s)
+	redistest.WaitUp(t, ttl, s)
+	ctx := context.Background()
+	c := s.Client()
+	defer func() { _ = c.Close() }()
+	saved, err := c.LastSave(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	future := time.Now().Add(24 * time.Hour).UnixMilli()
+	if err := c.Set(ctx, redislock.DefaultKeyPrefix+"epoch", strconv.FormatInt(future, 10)+":"+strconv.FormatInt(saved, 10), 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := firstErr(a.Obtain(ctx, "forged", ttl)); err != nil {
+		t.Fatalf("a node up for a ttl, never flushed, with a marker dated a day ahead: %v; want a grant", err)
+	}
+}
