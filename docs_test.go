@@ -120,7 +120,7 @@ func newClaims(t *testing.T) *claims {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	flagLine := regexp.MustCompile(`(?m)^  -([a-z][a-z0-9-]*)`)
-	for _, cmd := range []string{"controller", "agent", "webhook-wait"} {
+	for _, cmd := range []string{"controller", "agent", "webhook-wait", "tenant-acl"} {
 		out, _ := exec.Command(bin, cmd, "-h").CombinedOutput()
 		for _, m := range flagLine.FindAllStringSubmatch(string(out), -1) {
 			c.flags[cmd] = append(c.flags[cmd], m[1])

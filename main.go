@@ -3,6 +3,7 @@
 //	controller    run the RedisLock controller (see -h)
 //	agent         campaign for a RedisLock as a pod's sidecar (see -h)
 //	webhook-wait  wait until the injection webhook answers through its Service (see -h)
+//	tenant-acl    print the Redis ACL rules of a namespace's user (see -h)
 //	version       print the version and the commit it was built from
 //
 // `make demo` (hack/demo) runs the whole system on one machine.
@@ -26,6 +27,7 @@ import (
 	"github.com/redislock/redislock/internal/agent"
 	"github.com/redislock/redislock/internal/cli"
 	"github.com/redislock/redislock/internal/controllercmd"
+	"github.com/redislock/redislock/internal/tenantacl"
 	"github.com/redislock/redislock/internal/webhookwait"
 )
 
@@ -36,6 +38,8 @@ Commands:
   agent         campaign for a RedisLock as a pod's sidecar
   webhook-wait  wait until the injection webhook answers through its Service
                 (the Helm chart's post-install and post-upgrade hook)
+  tenant-acl    print the Redis ACL rules of a namespace's user, for a
+                ClusterRedisConnection with spec.tenantSecretName
   version       print the version and the commit it was built from
 
 Run 'redislock <command> -h' for a command's flags.
@@ -89,6 +93,8 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		err = controllercmd.Run(ctx, args[1:])
 	case "agent":
 		err = agent.Command(ctx, args[1:])
+	case tenantacl.Name:
+		err = tenantacl.Command(ctx, args[1:], stdout)
 	case webhookwait.Name:
 		err = webhookwait.Command(ctx, args[1:], os.Stderr)
 	case agent.InstallCommand: // run by the webhook's init container

@@ -88,6 +88,20 @@ type ClusterRedisConnectionSpec struct {
 	// +kubebuilder:validation:items:MinLength=1
 	// +kubebuilder:validation:items:MaxLength=63
 	AllowedNamespaces []string `json:"allowedNamespaces,omitempty"`
+	// tenantSecretName confines each namespace's candidates to that
+	// namespace's locks inside Redis. When set, a candidate (the agent,
+	// the plugin) of a lock in namespace N authenticates with the keys
+	// username and password of Secret N/<tenantSecretName>: a Redis user
+	// that may touch only N's lock keys and channels, and the Global names
+	// it was granted (`redislock tenant-acl` prints its ACL rules). The
+	// candidate then reads no Secret of secretNamespace but the TLS ones;
+	// the controller keeps the connection's own credentials. Unset: every
+	// candidate uses the connection's credentials, and with them could
+	// write any key of that Redis.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	TenantSecretName string `json:"tenantSecretName,omitempty"`
 }
 
 // Allows reports whether the RedisLocks of namespace may use the

@@ -128,6 +128,13 @@ func checkDuration(field string, d *v1alpha1.Duration) error {
 // Config. Errors wrap ErrSecret, ErrInvalidSpec or ErrConnection and name the
 // object and field at fault.
 func Resolve(ctx context.Context, r client.Reader, rl *v1alpha1.RedisLock) (Config, error) {
+	return resolveFor(ctx, r, rl, false)
+}
+
+// resolveFor is Resolve, for a candidate of rl when candidate is set: on a
+// ClusterRedisConnection with a tenantSecretName, with the credentials of
+// rl's namespace instead of the connection's.
+func resolveFor(ctx context.Context, r client.Reader, rl *v1alpha1.RedisLock, candidate bool) (Config, error) {
 	if err := checkDurations(rl); err != nil {
 		return Config{}, err
 	}
@@ -173,12 +180,35 @@ func Resolve(ctx context.Context, r client.Reader, rl *v1alpha1.RedisLock) (Conf
 			return used, fmt.Errorf("%w: spec.connectionRef: %s does not allow namespace %s (its spec.allowedNamespaces: %s)", ErrInvalidSpec, named, rl.Namespace, strings.Join(c.Spec.AllowedNamespaces, ", "))
 		}
 		ns = c.Spec.SecretNamespace
+		if candidate && c.Spec.TenantSecretName != "" {
+			return tenantConfig(ctx, r, rl.Namespace, named, c)
+		}
 	} else {
 		ns = rl.Namespace
 	}
 	cfg, err := resolveConnection(ctx, r, ns, named+": spec", spec)
 	cfg.Connection = used.Connection
 	return cfg, err
+}
+
+// tenantConfig is the Config of a candidate in namespace of the
+// ClusterRedisConnection c (named so in errors), which has a
+// tenantSecretName: the username and password come from that Secret of
+// namespace, the rest from c's own Secrets.
+func tenantConfig(ctx context.Context, r client.Reader, namespace, named string, c *v1alpha1.ClusterRedisConnection) (Config, error) {
+	spec := c.Spec.RedisConnectionSpec
+	spec.UsernameSecretRef, spec.PasswordSecretRef = nil, nil
+	cfg, err := resolveConnection(ctx, r, c.Spec.SecretNamespace, named+": spec", &spec)
+	cfg.Connection = string(v1alpha1.KindClusterRedisConnection) + "/" + c.Name
+	if err != nil {
+		return cfg, err
+	}
+	v, err := secretValues(ctx, r, namespace, named+": spec.tenantSecretName", c.Spec.TenantSecretName, "username", "password")
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Username, cfg.Password = string(v[0]), string(v[1])
+	return cfg, nil
 }
 
 // resolveConnection returns the Config of connection c, whose Secrets are
@@ -370,7 +400,7 @@ func OpenCandidate(ctx context.Context, r client.Reader, ref types.NamespacedNam
 	if err := r.Get(ctx, ref, &rl); err != nil {
 		return nil, fmt.Errorf("get RedisLock %s: %w", ref, err)
 	}
-	cfg, err := Resolve(ctx, r, &rl)
+	cfg, err := resolveFor(ctx, r, &rl, true)
 	if err != nil {
 		return nil, fmt.Errorf("RedisLock %s: %w", ref, err)
 	}

@@ -10,7 +10,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/redislock/redislock/api/v1alpha1"
 	"github.com/redislock/redislock/internal/testing/redisproc"
@@ -160,5 +163,55 @@ func TestKeyChangesWithEveryField(t *testing.T) {
 	b.Username, b.Password = "a", "b"
 	if a.Key() == b.Key() {
 		t.Fatal("username \"ab\" and username \"a\" with password \"b\" have one Key")
+	}
+}
+
+// On a ClusterRedisConnection with tenantSecretName, a candidate of a
+// lock in namespace shop authenticates with shop's Secret, and needs no
+// read of the connection's password Secret; the controller (Resolve) keeps
+// the connection's own credentials. A tenant Secret that is missing, or
+// lacks a key, names the field.
+func TestTenantConnectionGivesCandidatesTheirNamespacesUser(t *testing.T) {
+	scheme := runtime.NewScheme()
+	_ = corev1.AddToScheme(scheme)
+	_ = v1alpha1.AddToScheme(scheme)
+	conn := &v1alpha1.ClusterRedisConnection{ObjectMeta: metav1.ObjectMeta{Name: "shared"}, Spec: v1alpha1.ClusterRedisConnectionSpec{
+		RedisConnectionSpec: v1alpha1.RedisConnectionSpec{
+			Addrs:             []string{"redis:6379"},
+			UsernameSecretRef: &v1alpha1.SecretKeyRef{Name: "admin", Key: "user"},
+			PasswordSecretRef: &v1alpha1.SecretKeyRef{Name: "admin", Key: "pass"},
+		},
+		SecretNamespace: "redislock-system", TenantSecretName: "redis-tenant",
+	}}
+	admin := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "redislock-system", Name: "admin"}, Data: map[string][]byte{"user": []byte("admin"), "pass": []byte("root")}}
+	shop := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "redis-tenant"}, Data: map[string][]byte{"username": []byte("redislock-shop"), "password": []byte("pw-shop")}}
+	broken := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "broken", Name: "redis-tenant"}, Data: map[string][]byte{"username": []byte("redislock-broken")}}
+	lock := func(namespace string) *v1alpha1.RedisLock {
+		return &v1alpha1.RedisLock{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "worker"}, Spec: v1alpha1.RedisLockSpec{
+			ConnectionRef: &v1alpha1.ConnectionRef{Kind: v1alpha1.KindClusterRedisConnection, Name: "shared"},
+		}}
+	}
+	ctx := context.Background()
+	// The candidate's reader has no admin Secret: it must not need one.
+	candidate := fake.NewClientBuilder().WithScheme(scheme).WithObjects(conn, shop, broken).Build()
+	cfg, err := resolveFor(ctx, candidate, lock("shop"), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Username != "redislock-shop" || cfg.Password != "pw-shop" || cfg.Connection != "ClusterRedisConnection/shared" {
+		t.Errorf("a candidate in shop: user %q, password %q, connection %q; want redislock-shop, pw-shop, ClusterRedisConnection/shared", cfg.Username, cfg.Password, cfg.Connection)
+	}
+	controller := fake.NewClientBuilder().WithScheme(scheme).WithObjects(conn, admin, shop).Build()
+	if cfg, err = Resolve(ctx, controller, lock("shop")); err != nil || cfg.Username != "admin" || cfg.Password != "root" {
+		t.Errorf("the controller: user %q, password %q, %v; want the connection's admin/root", cfg.Username, cfg.Password, err)
+	}
+	for namespace, want := range map[string]string{
+		"other":  "ClusterRedisConnection shared: spec.tenantSecretName: Secret other/redis-tenant not found",
+		"broken": `ClusterRedisConnection shared: spec.tenantSecretName: Secret broken/redis-tenant has no key "password"`,
+	} {
+		_, err := resolveFor(ctx, candidate, lock(namespace), true)
+		if !errors.Is(err, ErrSecret) || !strings.Contains(err.Error(), want) {
+			t.Errorf("a candidate in %s: %v; want ErrSecret, %q", namespace, err, want)
+		}
 	}
 }
