@@ -27,12 +27,13 @@ import (
 )
 
 // The agent runs as its pod's service account, which needs these in the
-// pod's namespace (the redislock-agent ClusterRole, bound by a RoleBinding),
-// and for a lock on a ClusterRedisConnection, get on it (the
-// redislock-clusterconnection-reader ClusterRole, bound by a
-// ClusterRoleBinding) and on its Secrets in their namespace.
+// pod's namespace (the redislock-agent ClusterRole, bound by a RoleBinding);
+// get on the Secrets its lock names, by name (a Role with resourceNames:
+// the role holds no Secret, so that a pod bound to it reads no Secret of
+// its namespace it was not given); and for a lock on a
+// ClusterRedisConnection, get on it (the redislock-clusterconnection-reader
+// ClusterRole, bound by a ClusterRoleBinding).
 // +kubebuilder:rbac:groups=redislock.io,resources=redislocks;redisconnections,verbs=get
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups="",resources=pods,verbs=patch
 
 // LeaderLabel is the pod label the agent keeps "true" while its pod leads

@@ -290,6 +290,11 @@ func secretValues(ctx context.Context, r client.Reader, ns, field, name string, 
 		if apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("%w: %s: Secret %s/%s not found", ErrSecret, field, ns, name)
 		}
+		if apierrors.IsForbidden(err) {
+			// A candidate reads only the Secrets it was granted by name.
+			return nil, fmt.Errorf("%w: %s: may not read Secret %s/%s; grant get on it by name: kubectl create role %s-reader -n %s --verb=get --resource=secrets --resource-name=%s, and a RoleBinding of it to the service account: %w",
+				ErrSecret, field, ns, name, name, ns, name, err)
+		}
 		return nil, fmt.Errorf("%s: read Secret %s/%s: %w", field, ns, name, err)
 	}
 	out := make([][]byte, len(keys))

@@ -10,10 +10,14 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/redislock/redislock/api/v1alpha1"
 	"github.com/redislock/redislock/internal/testing/redisproc"
@@ -213,5 +217,21 @@ func TestTenantConnectionGivesCandidatesTheirNamespacesUser(t *testing.T) {
 		if !errors.Is(err, ErrSecret) || !strings.Contains(err.Error(), want) {
 			t.Errorf("a candidate in %s: %v; want ErrSecret, %q", namespace, err, want)
 		}
+	}
+}
+
+// A Secret the candidate may not read (the agent's role grants Secrets by
+// name only) is ErrSecret, naming the field and the grant that fixes it.
+func TestResolveSaysHowToGrantAForbiddenSecret(t *testing.T) {
+	forbidden := fake.NewClientBuilder().WithInterceptorFuncs(interceptor.Funcs{
+		Get: func(_ context.Context, _ client.WithWatch, key client.ObjectKey, _ client.Object, _ ...client.GetOption) error {
+			return apierrors.NewForbidden(schema.GroupResource{Resource: "secrets"}, key.Name, errors.New("RBAC: access denied"))
+		},
+	}).Build()
+	c := &v1alpha1.RedisConnectionSpec{Addrs: []string{"redis:6379"}, PasswordSecretRef: &v1alpha1.SecretKeyRef{Name: "redis-auth", Key: "password"}}
+	_, err := resolveConnection(context.Background(), forbidden, ns, "spec.redis", c)
+	want := "spec.redis.passwordSecretRef: may not read Secret " + ns + "/redis-auth; grant get on it by name: kubectl create role redis-auth-reader -n " + ns + " --verb=get --resource=secrets --resource-name=redis-auth"
+	if !errors.Is(err, ErrSecret) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("%v; want ErrSecret, %q", err, want)
 	}
 }

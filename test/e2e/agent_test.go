@@ -136,9 +136,11 @@ func TestThreeAgentsOneLeaderThroughFaults(t *testing.T) {
 }
 
 // agentUser adds an API user that has only the redislock-agent ClusterRole
-// (config/rbac/agent), bound in ns, and returns its kubeconfig: the agents
-// run with exactly the rights the docs tell users to grant.
-func agentUser(t *testing.T, ns string) string {
+// (config/rbac/agent), bound in ns, and get on the Secrets of ns named
+// secrets (redis-auth when none are), each by name as docs/workloads.md
+// grants it, and returns its kubeconfig: the agents run with exactly the
+// rights the docs tell users to grant.
+func agentUser(t *testing.T, ns string, secrets ...string) string {
 	t.Helper()
 	applyAgentRole(t)
 	name := "agent-" + ns
@@ -155,6 +157,13 @@ func agentUser(t *testing.T, ns string) string {
 		t.Fatal(err)
 	}
 	mustKubectl(t, "create", "rolebinding", "-n", ns, "redislock-agent", "--clusterrole=redislock-agent", "--user="+name)
+	if len(secrets) == 0 {
+		secrets = []string{"redis-auth"}
+	}
+	for _, secret := range secrets {
+		mustKubectl(t, "create", "role", secret+"-reader", "-n", ns, "--verb=get", "--resource=secrets", "--resource-name="+secret)
+		mustKubectl(t, "create", "rolebinding", "-n", ns, name+"-"+secret, "--role="+secret+"-reader", "--user="+name)
+	}
 	return path
 }
 
@@ -310,5 +319,27 @@ func checkEndpoints(t *testing.T, fl *agentFleet, ns, leader string) {
 	want := fmt.Sprintf("redislock_agent_leading{redislock=%q} 1", ns+"/"+fl.lock)
 	if body := get("/metrics"); !strings.Contains(body, want) || !strings.Contains(body, "redislock_acquire_duration_seconds") {
 		t.Errorf("/metrics of the leader lacks %q or the engine's histograms", want)
+	}
+}
+
+// The agent's role reads no Secret: a pod running as a service account
+// bound to redislock-agent, with get on its lock's Secret by name (as
+// docs/workloads.md grants), reads that Secret and no other of the
+// namespace. Before, the role granted get on every Secret there: a tenant
+// who may create pods read, through such an account, a Secret she was
+// never given.
+func TestAgentRoleReadsOnlyTheSecretsItIsGiven(t *testing.T) {
+	ns := newNamespace(t)
+	mustKubectl(t, "create", "secret", "generic", "redis-auth", "-n", ns, "--from-literal=password=p")
+	mustKubectl(t, "create", "secret", "generic", "payroll", "-n", ns, "--from-literal=token=t")
+	kubeconfig := agentUser(t, ns)
+	get := func(secret string) (string, error) {
+		return kubectl(t, "--kubeconfig="+kubeconfig, "get", "secret", "-n", ns, secret)
+	}
+	if out, err := get("redis-auth"); err != nil {
+		t.Fatalf("the lock's Secret, granted by name: %v\n%s", err, out)
+	}
+	if out, err := get("payroll"); err == nil || !strings.Contains(out, "forbidden") {
+		t.Fatalf("another Secret of the namespace: %v\n%s; want forbidden", err, out)
 	}
 }
