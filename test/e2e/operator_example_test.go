@@ -26,14 +26,13 @@ import (
 	"github.com/redislock/redislock/pkg/redislock"
 )
 
-// The example operator: a stock kubebuilder v4 scaffold whose
-// cmd/main.go differs from the pristine copy beside it by the diff that
-// docs/operators.md shows.
+// The example operator: a stock kubebuilder v4 scaffold whose files
+// differ from the pristine copies beside it (scaffoldChanges) by the diff
+// that docs/operators.md shows.
 const (
-	operatorDir      = "examples/operator"
-	operatorScaffold = "examples/operator/testdata/scaffold_main.go.txt"
-	operatorDoc      = "docs/operators.md"
-	operatorHeading  = "## The diff against a stock kubebuilder scaffold"
+	operatorDir     = "examples/operator"
+	operatorDoc     = "docs/operators.md"
+	operatorHeading = "## The diff against a stock kubebuilder scaffold"
 )
 
 // TestOperatorExample builds examples/operator and checks what
@@ -57,9 +56,10 @@ func TestOperatorExample(t *testing.T) {
 		want := scaffoldDiff(t)
 		got := docDiff(t)
 		if got != want {
-			t.Errorf("the ```diff block under %q in %s is not `diff -u %s %s/cmd/main.go`; put this there:\n%s",
-				operatorHeading, operatorDoc, operatorScaffold, operatorDir, want)
+			t.Errorf("the ```diff block under %q in %s is not the diff of the stock scaffold's files against %s's; put this there:\n%s",
+				operatorHeading, operatorDoc, operatorDir, want)
 		}
+		patchApplies(t, got)
 	})
 
 	t.Run("config/rbac/role.yaml is what controller-gen makes of the markers", func(t *testing.T) {
@@ -139,19 +139,78 @@ func TestOperatorExample(t *testing.T) {
 	})
 }
 
-// scaffoldDiff is `diff -u` of the stock scaffold's main.go against the
-// example's, with fixed labels.
+// scaffoldChanges are the files the example changes in the stock
+// scaffold, by path in the example, with the pristine copy of each under
+// examples/operator/testdata ("" for a file the change adds).
+var scaffoldChanges = []struct{ path, pristine string }{
+	{"cmd/main.go", "scaffold_main.go.txt"},
+	{"config/manager/manager.yaml", "scaffold/config/manager/manager.yaml"},
+	{"config/rbac/kustomization.yaml", "scaffold/config/rbac/kustomization.yaml"},
+	{"config/rbac/role.yaml", "scaffold/config/rbac/role.yaml"},
+	{"config/rbac/redislock_election_role_binding.yaml", ""},
+}
+
+// scaffoldDiff is `diff -u` of each of scaffoldChanges' pristine copy
+// against the example's file, with a/ and b/ labels (/dev/null for an
+// added file), one after the other.
 func scaffoldDiff(t *testing.T) string {
 	t.Helper()
-	cmd := exec.Command("diff", "-u", "--label", "a/cmd/main.go", "--label", "b/cmd/main.go",
-		operatorScaffold, filepath.Join(operatorDir, "cmd", "main.go"))
-	cmd.Dir = repoRoot
-	out, err := cmd.Output()
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.ExitCode() != 1 { // 1: they differ
-		t.Fatalf("diff -u %s %s/cmd/main.go: %v (want exit status 1: the files differ)\n%s", operatorScaffold, operatorDir, err, out)
+	var all strings.Builder
+	for _, f := range scaffoldChanges {
+		from, label := "/dev/null", "/dev/null"
+		if f.pristine != "" {
+			from, label = filepath.Join(operatorDir, "testdata", f.pristine), "a/"+f.path
+		}
+		cmd := exec.Command("diff", "-u", "--label", label, "--label", "b/"+f.path, from, filepath.Join(operatorDir, f.path))
+		cmd.Dir = repoRoot
+		out, err := cmd.Output()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 1 { // 1: they differ
+			t.Fatalf("diff -u %s %s/%s: %v (want exit status 1: the files differ)\n%s", from, operatorDir, f.path, err, out)
+		}
+		all.Write(out)
 	}
-	return string(out)
+	return all.String()
+}
+
+// patchApplies applies diff with `patch -p1` to a copy of the pristine
+// scaffold files and fails t unless it gives the example's files.
+func patchApplies(t *testing.T, diff string) {
+	t.Helper()
+	dir := t.TempDir()
+	for _, f := range scaffoldChanges {
+		if f.pristine == "" {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(repoRoot, operatorDir, "testdata", f.pristine))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, f.path)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f.path), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command("patch", "-p1")
+	cmd.Dir, cmd.Stdin = dir, strings.NewReader(diff)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("patch -p1 < the diff in %s, on the stock scaffold: %v\n%s", operatorDoc, err, out)
+	}
+	for _, f := range scaffoldChanges {
+		got, err := os.ReadFile(filepath.Join(dir, f.path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := os.ReadFile(filepath.Join(repoRoot, operatorDir, f.path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("patch -p1 of the diff in %s makes a %s other than the example's", operatorDoc, f.path)
+		}
+	}
 }
 
 // docDiff is the one ```diff block of docs/operators.md's section
