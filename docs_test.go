@@ -223,11 +223,22 @@ var (
 )
 
 func (c *claims) block(path string, b testenv.DocBlock) {
-	if !checkedLangs[b.Lang] && !strings.HasPrefix(b.Marker, "file=") {
+	if !checkedLangs[b.Lang] && !strings.HasPrefix(b.Marker, "file=") && !strings.HasPrefix(b.Marker, "excerpt=") {
 		return
 	}
 	switch {
 	case b.Marker == "illustrative":
+	case strings.HasPrefix(b.Marker, "excerpt="):
+		src, err := os.ReadFile(strings.TrimPrefix(b.Marker, "excerpt="))
+		if err != nil {
+			c.errorf(path, b.Line, "block marked %s: %v", b.Marker, err)
+		} else if !isExcerpt(string(src), b.Text) {
+			c.errorf(path, b.Line, "block marked %s is not a run of that file's lines (indentation aside)", b.Marker)
+		}
+		if !shells[b.Lang] {
+			c.words(path, b.Line, b.Text)
+		}
+		return
 	case strings.HasPrefix(b.Marker, "file="):
 		want, err := os.ReadFile(b.File())
 		if err != nil {
@@ -259,6 +270,25 @@ func (c *claims) block(path string, b testenv.DocBlock) {
 		c.command(path, b.Line, words)
 	}
 	c.words(path, b.Line, b.Text)
+}
+
+// isExcerpt reports whether text's lines are a run of src's lines, each
+// compared without its leading and trailing white space.
+func isExcerpt(src, text string) bool {
+	trim := func(s string) []string {
+		var out []string
+		for line := range strings.Lines(strings.TrimRight(s, "\n")) {
+			out = append(out, strings.TrimSpace(line))
+		}
+		return out
+	}
+	lines, want := trim(src), trim(text)
+	for i := 0; i+len(want) <= len(lines); i++ {
+		if slices.Equal(lines[i:i+len(want)], want) {
+			return true
+		}
+	}
+	return false
 }
 
 // command checks a command's make target, redislock flags and helm values.
@@ -523,4 +553,95 @@ func TestLeaderExamplesParseAsTheAgentsAnswer(t *testing.T) {
 	if found == 0 {
 		t.Error("no /leader answer in the docs")
 	}
+}
+
+// Every permission table in the user docs, marked by a line
+// "<!-- rbac: PATH -->" before it, grants exactly what the generated RBAC
+// at PATH does: one row per rule (role kind, API group, resources, names,
+// verbs), "core" for the "" group.
+func TestPermissionTablesAreTheGeneratedRBAC(t *testing.T) {
+	marker := regexp.MustCompile(`^<!-- rbac: (\S+) -->$`)
+	found := 0
+	for _, doc := range userDocs(t) {
+		src, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(string(src), "\n")
+		for i, line := range lines {
+			m := marker.FindStringSubmatch(line)
+			if m == nil {
+				continue
+			}
+			found++
+			var table []string
+			for _, row := range lines[i+3:] { // past the header and its rule
+				if !strings.HasPrefix(row, "|") {
+					break
+				}
+				cells := strings.Split(strings.Trim(row, "|"), "|")
+				if len(cells) < 5 {
+					t.Errorf("%s:%d: a row of %d cells: %q", doc, i+1, len(cells), row)
+					continue
+				}
+				for j := range cells {
+					cells[j] = strings.TrimSpace(cells[j])
+				}
+				table = append(table, grants(cells[0], cells[1], strings.Split(cells[2], ", "), cells[3], strings.Split(cells[4], ", "))...)
+			}
+			slices.Sort(table)
+			if want := rbacGrants(t, m[1]); !slices.Equal(table, want) {
+				t.Errorf("%s:%d: the table under <!-- rbac: %s --> grants\n  %s\n%s grants\n  %s", doc, i+1, m[1], strings.Join(table, "\n  "), m[1], strings.Join(want, "\n  "))
+			}
+		}
+	}
+	if found < 2 {
+		t.Fatalf("%d marked permission tables in the user docs; want the controller's and the agent's", found)
+	}
+}
+
+// grants lays out one rule as "kind group resource names verb" strings.
+func grants(kind, group string, resources []string, names string, verbs []string) []string {
+	if group == "" {
+		group = "core"
+	}
+	var out []string
+	for _, r := range resources {
+		for _, v := range verbs {
+			out = append(out, strings.Join([]string{kind, group, r, names, v}, " "))
+		}
+	}
+	return out
+}
+
+// rbacGrants reads the ClusterRoles and Roles of the YAML file at path as
+// grants, sorted.
+func rbacGrants(t *testing.T, path string) []string {
+	t.Helper()
+	src, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, doc := range strings.Split(string(src), "\n---") {
+		var role struct {
+			Kind  string `json:"kind"`
+			Rules []struct {
+				APIGroups     []string `json:"apiGroups"`
+				Resources     []string `json:"resources"`
+				ResourceNames []string `json:"resourceNames"`
+				Verbs         []string `json:"verbs"`
+			} `json:"rules"`
+		}
+		if err := yaml.Unmarshal([]byte(doc), &role); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		for _, r := range role.Rules {
+			for _, g := range r.APIGroups {
+				out = append(out, grants(role.Kind, g, r.Resources, strings.Join(r.ResourceNames, ", "), r.Verbs)...)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
 }
