@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/redislock/redislock/internal/agentflags"
 	"github.com/redislock/redislock/internal/leaderhttp"
 	"github.com/redislock/redislock/pkg/promlock"
 	"github.com/redislock/redislock/pkg/redisconn"
@@ -39,9 +40,6 @@ import (
 // LeaderLabel is the pod label the agent keeps "true" while its pod leads
 // and "false" otherwise, when Options.LabelPod is set.
 const LeaderLabel = "redislock.io/leader"
-
-// DefaultAddr is the default HTTP listen address.
-const DefaultAddr = ":8090"
 
 // Defaults of Options.MaxConnections and Options.MaxLongPolls: at about
 // 21 KiB each, 512 connections held at once cost 11 MiB of the agent's
@@ -70,7 +68,7 @@ type Options struct {
 	// Identity is this candidate's identity, the pod's name. Required.
 	Identity string
 	// Addr is the listen address of /leader, /healthz and /metrics.
-	// Default DefaultAddr.
+	// Default agentflags.DefaultHTTPAddress.
 	Addr string
 	// ProbeAddr, when set, is the listen address of a second server, of
 	// /healthz and /metrics alone: for the kubelet's probes and for
@@ -194,7 +192,7 @@ func New(cfg *rest.Config, o Options) (*Agent, error) {
 	if o.OnLost == "" {
 		o.OnLost = OnLostExit
 	}
-	o.Addr = cmp.Or(o.Addr, DefaultAddr)
+	o.Addr = cmp.Or(o.Addr, agentflags.DefaultHTTPAddress)
 	o.MaxConnections = cmp.Or(o.MaxConnections, DefaultMaxConnections)
 	o.MaxLongPolls = cmp.Or(o.MaxLongPolls, DefaultMaxLongPolls)
 	if o.Clock == nil {

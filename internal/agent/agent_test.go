@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 
+	"github.com/redislock/redislock/internal/agentflags"
 	"github.com/redislock/redislock/internal/leaderhttp"
 	"github.com/redislock/redislock/pkg/redislock"
 )
@@ -46,9 +47,9 @@ func TestNewRejectsEachBrokenRule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.o.Addr != DefaultAddr || a.o.ProbeAddr != "" || a.o.MaxConnections != DefaultMaxConnections || a.o.MaxLongPolls != DefaultMaxLongPolls {
+	if a.o.Addr != agentflags.DefaultHTTPAddress || a.o.ProbeAddr != "" || a.o.MaxConnections != DefaultMaxConnections || a.o.MaxLongPolls != DefaultMaxLongPolls {
 		t.Errorf("default Addr %q, ProbeAddr %q, MaxConnections %d, MaxLongPolls %d; want %q, none, %d, %d",
-			a.o.Addr, a.o.ProbeAddr, a.o.MaxConnections, a.o.MaxLongPolls, DefaultAddr, DefaultMaxConnections, DefaultMaxLongPolls)
+			a.o.Addr, a.o.ProbeAddr, a.o.MaxConnections, a.o.MaxLongPolls, agentflags.DefaultHTTPAddress, DefaultMaxConnections, DefaultMaxLongPolls)
 	}
 	// Before it campaigns, the agent does not lead and says why.
 	st := a.status()

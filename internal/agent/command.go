@@ -20,8 +20,8 @@ import (
 // flag (and environment variable) that sets it.
 var optionFlags = map[string]string{
 	"Lock.Name":      "-" + agentflags.Lock,
-	"Lock.Namespace": "-" + agentflags.Namespace + " (or $POD_NAMESPACE)",
-	"Identity":       "-" + agentflags.Identity + " (or $POD_NAME)",
+	"Lock.Namespace": "-" + agentflags.Namespace + " (or $" + agentflags.PodNamespaceEnv + ")",
+	"Identity":       "-" + agentflags.Identity + " (or $" + agentflags.PodNameEnv + ")",
 	"OnLost":         "-" + agentflags.OnLost,
 	"MaxConnections": "-" + agentflags.MaxConnections,
 	"MaxLongPolls":   "-" + agentflags.MaxLongPolls,
@@ -33,7 +33,7 @@ var optionFlags = map[string]string{
 // the agent loads a kubeconfig or connects to anything.
 func Command(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
-	f := agentflags.Flags{Namespace: os.Getenv("POD_NAMESPACE"), Identity: os.Getenv("POD_NAME"), HTTPAddress: DefaultAddr, OnLost: OnLostExit,
+	f := agentflags.Flags{Namespace: os.Getenv(agentflags.PodNamespaceEnv), Identity: os.Getenv(agentflags.PodNameEnv), HTTPAddress: agentflags.DefaultHTTPAddress, OnLost: OnLostExit,
 		MaxConnections: DefaultMaxConnections, MaxLongPolls: DefaultMaxLongPolls}
 	f.Bind(fs)
 	kubeconfigPath := kubeconfig.Flag(fs)

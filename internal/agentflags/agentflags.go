@@ -5,6 +5,20 @@ package agentflags
 
 import "flag"
 
+// The agent's HTTP port and the environment variables that give its pod's
+// name and namespace: the webhook sets them in the pods it injects, and the
+// agent defaults to them.
+const (
+	// Port is the agent's HTTP port unless the pod's annotation says
+	// otherwise; DefaultHTTPAddress listens on it on every address.
+	Port               = 8090
+	DefaultHTTPAddress = ":8090"
+	// PodNameEnv and PodNamespaceEnv hold the pod's name (the agent's
+	// default identity) and namespace (its lock's default namespace).
+	PodNameEnv      = "POD_NAME"
+	PodNamespaceEnv = "POD_NAMESPACE"
+)
+
 // The names of the flags that the agent's usage errors name too.
 const (
 	Lock      = "lock"

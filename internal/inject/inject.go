@@ -50,7 +50,7 @@ const (
 	BinPath = "/var/run/redislock-bin/redislock"
 	// DefaultPort is the agent's HTTP port unless PortAnnotation says
 	// otherwise.
-	DefaultPort = 8090
+	DefaultPort = agentflags.Port
 	// VolumeName is the shared volume that holds the leader file.
 	VolumeName = "redislock"
 	// MountPath is where the agent and every app container see VolumeName.
@@ -213,8 +213,8 @@ func Apply(pod *corev1.Pod, in Injection, a Agent) {
 		Image: a.Image,
 		Args:  args,
 		Env: []corev1.EnvVar{
-			{Name: "POD_NAME", ValueFrom: podName},
-			{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
+			{Name: agentflags.PodNameEnv, ValueFrom: podName},
+			{Name: agentflags.PodNamespaceEnv, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
 		},
 		Ports:         []corev1.ContainerPort{{Name: "redislock", ContainerPort: served, Protocol: corev1.ProtocolTCP}},
 		RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),

@@ -1,8 +1,22 @@
-// Package e2e checks the RedisLock CRD the way a user meets it: kubectl
-// against a real kube-apiserver (envtest) with the generated CRD installed.
-// The samples in config/samples must apply, the manifests in
-// testdata/invalid must be rejected with a readable message, and kubectl's
-// printer columns and explain output must work.
+// Package e2e checks redislock the way its users meet it, against one real
+// kube-apiserver and etcd (envtest, started by TestMain with the generated
+// CRDs) and real redis-server processes, running the built binaries:
+//   - the API: the samples apply, testdata/invalid is refused with a
+//     readable message, printer columns and explain (kubectl_test.go,
+//     crd_test.go);
+//   - the controller, the agent, the webhook and the plugin end to end,
+//     with exactly the RBAC the docs grant, through faults, outages and
+//     failovers (controller_, agent_, agent_policy_, agent_required_,
+//     webhook_, outage_, failover_, longpoll_, runcmd_,
+//     operator_example_test.go);
+//   - tenants and hostile servers: the admission policies, per-namespace
+//     Redis users, what a tenant or her server can cost (tenancy_,
+//     tenantusers_, scope_, hostile_bench_test.go);
+//   - the chart, kustomize and the Dockerfile, rendered and installed
+//     (chart_*, install_, rbac_, dockerfile_, dashboard_test.go);
+//   - the chaos run and its checker (chaos_*, checker_test.go) and the
+//     cost and benchmark runs that make bench collects (*_bench_test.go,
+//     cost_test.go).
 package e2e
 
 import (
