@@ -977,8 +977,11 @@ func clusterBackend(t *testing.T, r *chaosRun) chaosBackend {
 				break
 			}
 			if attempt == 3 {
-				t.Errorf("CLUSTER FAILOVER %s on %s: asked 3 times, the slot's master is still %s", how, sh.Replicas[0].Addr, sh.Master.Addr)
-				return "none"
+				// Redis's call, not ours: the masters may refuse their
+				// votes (one vote per master's replicas per twice the node
+				// timeout). The fault did not happen.
+				t.Logf("CLUSTER FAILOVER %s on %s: asked 3 times, the slot's master is still %s", how, sh.Replicas[0].Addr, sh.Master.Addr)
+				return "refused"
 			}
 		}
 		shard(sh.Master.Addr)

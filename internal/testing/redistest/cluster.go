@@ -30,6 +30,8 @@ type Cluster struct {
 	// create assigned them, and Addrs their addresses.
 	Servers []*redisproc.Server
 	Addrs   []string
+	// args are the extra arguments every node started with.
+	args []string
 }
 
 // StartReplicatedCluster starts a Redis Cluster of masters, each with
@@ -43,7 +45,7 @@ type Cluster struct {
 // each node's CLUSTER INFO and CLUSTER NODES.
 func StartReplicatedCluster(t testing.TB, masters, replicas int, args ...string) *Cluster {
 	t.Helper()
-	c := &Cluster{}
+	c := &Cluster{args: args}
 	for range masters * (1 + replicas) {
 		// The bus port defaults to the port plus 10000, which no one
 		// checked was free (another test's server had it once).
@@ -317,16 +319,20 @@ func (c *Cluster) MigrateSlotWith(ctx context.Context, slot int64, to *redisproc
 	return nil
 }
 
-// AddReplica starts a node, has it meet the Cluster through master and
-// replicate master, and returns it once master has it online and every
-// node knows it. It joins c.Servers (not c.Addrs, the seed addresses).
+// AddReplica starts a node with the Cluster's arguments, has it meet the
+// Cluster through master and replicate master, and returns it once master
+// has it online and every node knows it. It joins c.Servers (not c.Addrs,
+// the seed addresses).
 func (c *Cluster) AddReplica(t testing.TB, master *redisproc.Server) *redisproc.Server {
 	t.Helper()
 	bus, err := proc.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := Start(t, redisproc.Options{Args: []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-port", strconv.Itoa(bus)}})
+	// The same arguments as the other nodes: a node timeout of its own
+	// would change how soon it fails over and how long after a failed
+	// election it tries again.
+	s := Start(t, redisproc.Options{Args: append([]string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-port", strconv.Itoa(bus)}, c.args...)})
 	c.Servers = append(c.Servers, s)
 	ctx := context.Background()
 	mc, sc := master.Client(), s.Client()
