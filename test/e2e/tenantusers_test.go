@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/redislock/redislock/api/v1alpha1"
+	"github.com/redislock/redislock/internal/leaderhttp"
 	"github.com/redislock/redislock/internal/testing/redisproc"
 	"github.com/redislock/redislock/internal/testing/redistest"
 	"github.com/redislock/redislock/pkg/redisconn"
@@ -31,7 +33,7 @@ import (
 func TestTenantUsersKeepNamespacesApartInRedis(t *testing.T) {
 	shop, billing, secrets := newNamespace(t), newNamespace(t), newNamespace(t)
 	const adminPassword = "admin-pw"
-	s := redistest.Start(t, redisproc.Options{Args: []string{"--requirepass", adminPassword}})
+	s := redistest.Start(t, redisproc.Options{Password: adminPassword})
 	ctx := context.Background()
 	admin := adminClient(t)
 	clusterID := clusterIDOf(t, testEnv.Config)
@@ -80,26 +82,36 @@ func TestTenantUsersKeepNamespacesApartInRedis(t *testing.T) {
 	billingClient := func(user, pw string) *redislock.Client {
 		rc := redis.NewClient(&redis.Options{Addr: s.Addr, Username: user, Password: pw})
 		t.Cleanup(func() { _ = rc.Close() })
-		c, err := redislock.New([]redis.UniversalClient{rc}, &redislock.Options{Identity: "billing-pod"})
+		// AssumeDurable: no restart guard to wait out on the fresh server.
+		c, err := redislock.New([]redis.UniversalClient{rc}, &redislock.Options{Identity: "billing-pod", AssumeDurable: true})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return c
 	}
 	billingName := clusterID + "/" + billing + "/worker"
-	var held *redislock.Lock
-	waitUntil(t, 30*time.Second, "billing's candidate to take its lock with billing's user", func() bool {
-		l, err := billingClient(redisconn.TenantUser(billing), "pw-"+billing).Obtain(ctx, billingName, time.Minute)
-		held = l
-		return err == nil
-	})
+	held, err := billingClient(redisconn.TenantUser(billing), "pw-"+billing).Obtain(ctx, billingName, time.Minute)
+	if err != nil {
+		t.Fatalf("billing's candidate, with billing's user: %v", err)
+	}
 	t.Cleanup(func() { _ = held.Release(ctx) })
 
 	// shop's agents, with the agent role and the connection reader only.
 	kubeconfig := agentUser(t, shop, "redis-tenant")
+	reader := filepath.Join(repoRoot, "config", "rbac", "agent", "clusterconnection_reader.yaml")
+	mustKubectl(t, "apply", "-f", reader)
+	t.Cleanup(func() { _, _ = kubectl(t, "delete", "--ignore-not-found", "-f", reader) })
 	mustKubectl(t, "create", "clusterrolebinding", "reader-"+shop, "--clusterrole=redislock-clusterconnection-reader", "--user=agent-"+shop)
 	t.Cleanup(func() { _, _ = kubectl(t, "delete", "clusterrolebinding", "reader-"+shop) })
-	_, _, p := startAgents(t, shop, "worker", kubeconfig)
+	fl, _, p := startAgents(t, shop, "worker", kubeconfig)
+	t.Cleanup(func() {
+		if t.Failed() {
+			for id, addr := range fl.addrs() {
+				st, code, err := leaderhttp.Get(ctx, "http://"+addr+"/leader")
+				t.Logf("%s /leader: %d %+v %v", id, code, st, err)
+			}
+		}
+	})
 	leader := p.waitLeader(t, "", 60*time.Second)
 	waitUntil(t, 30*time.Second, "the controller to show shop's leader", func() bool {
 		out, _ := kubectl(t, "get", "redislock", "-n", shop, "worker", "-o", "jsonpath={.status.holderIdentity}")
