@@ -31,7 +31,8 @@ func setTenantUser(t *testing.T, namespace, pw string, globals []string, servers
 }
 
 // A namespace's Redis user campaigns for its namespace's locks, on one
-// server and on a Cluster with WaitAllReplicas: obtain, renew, wait on
+// server, and with WaitAllReplicas on a Sentinel group (the user on the
+// master and its replica) and on a Cluster (on every node): obtain, renew, wait on
 // another's release (the events' subscription), release, the restart
 // guard. Another namespace's lock, a Global name it was not granted, the
 // controller's leader key (a lock of the controller's namespace) and any
@@ -45,6 +46,13 @@ func TestTenantUserReachesOnlyItsNamespacesLocks(t *testing.T) {
 		testTenantUser(t, func(user, pw string) redis.UniversalClient {
 			return redis.NewClient(&redis.Options{Addr: s.Addr, Username: user, Password: pw, ContextTimeoutEnabled: true})
 		}, 0)
+	})
+	t.Run("sentinel", func(t *testing.T) {
+		g := redistest.StartSentinelGroup(t, 1, 1)
+		setTenantUser(t, "shop", "pw-shop", []string{"orders"}, append([]*redisproc.Server{g.Master}, g.Replicas...)...)
+		testTenantUser(t, func(user, pw string) redis.UniversalClient {
+			return redislock.NewSentinelNode(&redis.FailoverOptions{MasterName: g.MasterName, SentinelAddrs: g.SentinelAddrs(), Username: user, Password: pw, ContextTimeoutEnabled: true})
+		}, redislock.WaitAllReplicas)
 	})
 	t.Run("cluster", func(t *testing.T) {
 		cl := redistest.StartReplicatedCluster(t, 3, 1)
