@@ -181,7 +181,9 @@ func resolveFor(ctx context.Context, r client.Reader, rl *v1alpha1.RedisLock, ca
 		}
 		ns = c.Spec.SecretNamespace
 		if candidate && c.Spec.TenantSecretName != "" {
-			return tenantConfig(ctx, r, rl.Namespace, named, c)
+			cfg, err := tenantConfig(ctx, r, rl.Namespace, named, c)
+			cfg.Connection = used.Connection
+			return cfg, err
 		}
 	} else {
 		ns = rl.Namespace
@@ -199,7 +201,6 @@ func tenantConfig(ctx context.Context, r client.Reader, namespace, named string,
 	spec := c.Spec.RedisConnectionSpec
 	spec.UsernameSecretRef, spec.PasswordSecretRef = nil, nil
 	cfg, err := resolveConnection(ctx, r, c.Spec.SecretNamespace, named+": spec", &spec)
-	cfg.Connection = string(v1alpha1.KindClusterRedisConnection) + "/" + c.Name
 	if err != nil {
 		return cfg, err
 	}

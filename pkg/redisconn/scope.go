@@ -42,7 +42,16 @@ func LockName(rl *v1alpha1.RedisLock, clusterID string) string {
 		name = rl.Name
 	}
 	if rl.Spec.Scope == v1alpha1.ScopeGlobal {
-		return "global/" + name
+		return globalName(name)
 	}
-	return clusterID + "/" + rl.Namespace + "/" + name
+	return clusterName(clusterID, rl.Namespace, name)
+}
+
+// globalName is the Redis lock name of the Global lock name.
+func globalName(name string) string { return "global/" + name }
+
+// clusterName is the Redis lock name of namespace's lock name in the
+// cluster clusterID; with name "", the prefix of all of them.
+func clusterName(clusterID, namespace, name string) string {
+	return clusterID + "/" + namespace + "/" + name
 }

@@ -35,10 +35,10 @@ func TenantACL(clusterID, namespace string, globals []string) []string {
 	rules := []string{"resetkeys", "resetchannels", "-@all"}
 	// The lock P{<name>} and its P{<name>}:fence, :until and :meta keys;
 	// its channel P{<name>}:events.
-	scope := p + "{" + globEscape(clusterID+"/"+namespace+"/") + "*"
+	scope := p + "{" + globEscape(clusterName(clusterID, namespace, "")) + "*"
 	rules = append(rules, "~"+scope, "&"+scope)
 	for _, g := range globals {
-		lock := p + "{" + globEscape("global/"+g) + "}"
+		lock := p + "{" + globEscape(globalName(g)) + "}"
 		rules = append(rules, "~"+lock, "~"+lock+":*", "&"+lock+":events")
 	}
 	// The epoch marker: P + "epoch", or one per Cluster slot, P{<tag>}:epoch.

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redislock/redislock/internal/testing/redisproc"
+	"github.com/redislock/redislock/internal/testing/redisstats"
 	"github.com/redislock/redislock/internal/testing/redistest"
 	"github.com/redislock/redislock/pkg/redislock"
 )
@@ -742,4 +743,64 @@ func slaveOf(nodes, id string) string {
 		}
 	}
 	return ""
+}
+
+// E1 of WaitAllReplicas in a Cluster: each call that waits for replicas
+// (an acquire, a renewal; a release waits for none) reads the master's
+// CLUSTER NODES once, in its own round trip, whether it wrote or not (an
+// acquire refused for a holder sends it too: the round trip is one, so it
+// goes before the outcome is known), and nothing more.
+func TestClusterWaitReadsTheTopologyOncePerWrite(t *testing.T) {
+	cl := redistest.StartReplicatedCluster(t, 3, 1)
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = cc.Close() })
+	client := func(id string) *redislock.Client {
+		c, err := redislock.New([]redis.UniversalClient{cc}, &redislock.Options{
+			AssumeDurable: true, Identity: id, WaitReplicas: redislock.WaitAllReplicas, NodeTimeout: 2 * time.Second,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	a, b := client("a"), client("b")
+	ctx := context.Background()
+	const name = "counted"
+	slot, _, _ := migrationOf(t, cl, name)
+	sh, err := cl.WaitHealthy(ctx, slot, "", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	master := redistest.Clients(t, sh.Master)[0]
+	reads := func() int64 {
+		t.Helper()
+		n, err := redisstats.Read(ctx, master)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n["cluster nodes"]
+	}
+	obtainAndRelease(t, a, name) // the first write's round trips aside
+	before := reads()
+	const ops = 10
+	for range ops {
+		obtainAndRelease(t, a, name)
+	}
+	if got := reads() - before; got != ops {
+		t.Errorf("%d acquires and releases read CLUSTER NODES %d times; want %d, one per acquire", ops, got, ops)
+	}
+	l, err := a.Obtain(ctx, name, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before = reads()
+	for range ops {
+		if _, err := b.Obtain(ctx, name, time.Minute); !errors.Is(err, redislock.ErrNotObtained) {
+			t.Fatalf("an acquire of a held lock: %v; want ErrNotObtained", err)
+		}
+	}
+	if got := reads() - before; got != ops {
+		t.Errorf("%d refused acquires read CLUSTER NODES %d times; want %d, one per call", ops, got, ops)
+	}
+	_ = l.Release(ctx)
 }

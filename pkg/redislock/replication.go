@@ -34,7 +34,9 @@ import (
 // INFO replication: redis-cli --rdb or --replica, a backup or sync tool)
 // is never waited for. Each write reads INFO replication in its round trip
 // twice: after the write, for the master's replication offset, and after a
-// WAIT, for the offset each replica acknowledged; the write counts once
+// WAIT, for the offset each replica acknowledged (in a Cluster, CLUSTER
+// NODES too, once per call, a refused acquire's included: it goes in the
+// same round trip, before the outcome is known); the write counts once
 // every replica waited for has acknowledged it, within half the node
 // timeout in all. A replica that may be promoted but is detached (a
 // restart, a network cut, a failover reconfiguring it) fails every write
@@ -43,9 +45,8 @@ import (
 // promoted meanwhile. The Sentinels are asked at the first write to a
 // master, then at most every topologyMaxAge, and at most every
 // topologyRetry while writes find them disagreeing with INFO. Nothing is
-// kept in Redis, so no
-// deleted or evicted key, and no one Client's past, changes what is waited
-// for.
+// kept in Redis, so no deleted or evicted key, and no one Client's past,
+// changes what is waited for.
 const WaitAllReplicas = -1
 
 // processAndWait sends one command and a WAIT on one connection (WAIT
@@ -179,11 +180,11 @@ func (n *node) writeAndWait(ctx context.Context, conn *redis.Conn, master string
 		_ = p.Process(ctx, cmd)
 		_ = p.Process(ctx, written)
 		_ = p.Process(ctx, wait)
+		_ = p.Process(ctx, acked)
 		if n.cluster != nil {
-			_ = p.Process(ctx, acked)
 			return p.Process(ctx, nodes)
 		}
-		return p.Process(ctx, acked)
+		return nil
 	})
 	v, err := cmd.Result()
 	if err != nil {

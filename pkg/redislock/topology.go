@@ -169,23 +169,31 @@ func clusterReplicas(text string) (map[string]bool, error) {
 	if self == "" {
 		return nil, fmt.Errorf("CLUSTER NODES names no node myself")
 	}
-	// ours tells whether a node that follows master may take self's place.
-	ours := func(master string) bool {
-		for range len(nodes) { // a chain has no loop, but a torn view might
-			if master == self {
-				return true
-			}
-			m, ok := nodes[master]
-			switch {
-			case !ok:
-				return false
-			case slices.Contains(m.flags, "slave"):
-				master = m.master
-			default:
-				return !m.slots && slices.Contains(m.flags, "fail")
-			}
+	// ours tells whether a node that follows master may take self's
+	// place. Each node's answer is worked out once (a hostile reply's long
+	// chain costs one walk, not one per node); a loop, which only a torn
+	// view has, answers false.
+	memo := map[string]bool{}
+	var ours func(master string) bool
+	ours = func(master string) bool {
+		if master == self {
+			return true
 		}
-		return false
+		if v, done := memo[master]; done {
+			return v
+		}
+		memo[master] = false // on the walk: a loop ends here
+		m, ok := nodes[master]
+		v := false
+		switch {
+		case !ok:
+		case slices.Contains(m.flags, "slave"):
+			v = ours(m.master)
+		default:
+			v = !m.slots && slices.Contains(m.flags, "fail")
+		}
+		memo[master] = v
+		return v
 	}
 	out := map[string]bool{}
 	for id, e := range nodes {

@@ -3,7 +3,9 @@ package redislock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
+	"strings"
 	"testing"
 	"time"
 
@@ -166,5 +168,30 @@ na :0@0 slave,noaddr m1 0 0 0 disconnected
 		if _, err := clusterReplicas(bad); err == nil {
 			t.Errorf("%q: no error", bad)
 		}
+	}
+}
+
+// A reply a hostile server shapes (a chain of 30,000 replicas, each
+// following the next, as a 512 KiB CLUSTER NODES can hold; a loop that no
+// real view has) is read in one walk per node: the chain's replicas all
+// count, the loop's none, and the call returns.
+func TestClusterReplicasReadsALongChainAndALoopOnce(t *testing.T) {
+	const n = 30_000
+	var b strings.Builder
+	b.WriteString("self 10.0.0.1:6379@16379 myself,master - 0 0 1 connected 0-16383\n")
+	for i := range n {
+		master := "self"
+		if i > 0 {
+			master = fmt.Sprint("c", i-1)
+		}
+		fmt.Fprintf(&b, "c%d 10.1.%d.%d:6379@16379 slave %s 0 0 1 connected\n", i, i/256, i%256, master)
+	}
+	b.WriteString("l1 10.2.0.1:6379@16379 slave l2 0 0 1 connected\nl2 10.2.0.2:6379@16379 slave l1 0 0 1 connected\n")
+	got, err := clusterReplicas(b.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != n || !got["10.1.117.47:6379"] {
+		t.Fatalf("%d replicas counted; want the chain's %d, and no node of the loop", len(got), n)
 	}
 }

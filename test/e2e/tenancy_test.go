@@ -464,19 +464,9 @@ func TestClusterConnectionServesOnlyItsNamespaces(t *testing.T) {
 	startController(t, nil, "-watch-namespaces="+ns)
 	ctx := context.Background()
 	conn := func(name string, allowed ...string) *v1alpha1.ClusterRedisConnection {
-		c := &v1alpha1.ClusterRedisConnection{ObjectMeta: metav1.ObjectMeta{Name: name + "-" + ns}, Spec: v1alpha1.ClusterRedisConnectionSpec{
+		return createClusterConnection(t, admin, name+"-"+ns, v1alpha1.ClusterRedisConnectionSpec{
 			RedisConnectionSpec: v1alpha1.RedisConnectionSpec{Addrs: []string{s.Addr}}, AllowedNamespaces: allowed,
-		}}
-		if err := admin.Create(ctx, c); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			_ = admin.Get(ctx, client.ObjectKeyFromObject(c), c)
-			c.Finalizers = nil
-			_ = admin.Update(ctx, c)
-			_ = admin.Delete(ctx, c)
 		})
-		return c
 	}
 	narrow, wide := conn("narrow", "elsewhere"), conn("wide", ns)
 	on := func(c *v1alpha1.ClusterRedisConnection) *v1alpha1.RedisLock {
@@ -586,4 +576,23 @@ func schemaSecretRefs(schema map[string]any, prefix string, found map[string]boo
 			schemaSecretRefs(m, path, found)
 		}
 	}
+}
+
+// createClusterConnection creates the ClusterRedisConnection name with
+// spec as admin, and deletes it when t ends, its finalizers dropped first
+// (envtest runs no controller that would).
+func createClusterConnection(t *testing.T, admin client.Client, name string, spec v1alpha1.ClusterRedisConnectionSpec) *v1alpha1.ClusterRedisConnection {
+	t.Helper()
+	ctx := context.Background()
+	c := &v1alpha1.ClusterRedisConnection{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}
+	if err := admin.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = admin.Get(ctx, client.ObjectKeyFromObject(c), c)
+		c.Finalizers = nil
+		_ = admin.Update(ctx, c)
+		_ = admin.Delete(ctx, c)
+	})
+	return c
 }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/redislock/redislock/api/v1alpha1"
 	"github.com/redislock/redislock/internal/leaderhttp"
@@ -54,18 +53,9 @@ func TestTenantUsersKeepNamespacesApartInRedis(t *testing.T) {
 		mustKubectl(t, "create", "secret", "generic", "redis-tenant", "-n", ns, "--from-literal=username="+redisconn.TenantUser(ns), "--from-literal=password="+pw)
 	}
 	mustKubectl(t, "create", "secret", "generic", "redis-admin", "-n", secrets, "--from-literal=password="+adminPassword)
-	conn := &v1alpha1.ClusterRedisConnection{ObjectMeta: metav1.ObjectMeta{Name: "tenants-" + shop}, Spec: v1alpha1.ClusterRedisConnectionSpec{
+	conn := createClusterConnection(t, admin, "tenants-"+shop, v1alpha1.ClusterRedisConnectionSpec{
 		RedisConnectionSpec: v1alpha1.RedisConnectionSpec{Addrs: []string{s.Addr}, PasswordSecretRef: &v1alpha1.SecretKeyRef{Name: "redis-admin", Key: "password"}},
 		SecretNamespace:     secrets, TenantSecretName: "redis-tenant",
-	}}
-	if err := admin.Create(ctx, conn); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = admin.Get(ctx, client.ObjectKeyFromObject(conn), conn)
-		conn.Finalizers = nil
-		_ = admin.Update(ctx, conn)
-		_ = admin.Delete(ctx, conn)
 	})
 	for _, ns := range []string{shop, billing} {
 		rl := &v1alpha1.RedisLock{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "worker"}, Spec: v1alpha1.RedisLockSpec{

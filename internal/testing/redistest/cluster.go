@@ -47,14 +47,7 @@ func StartReplicatedCluster(t testing.TB, masters, replicas int, args ...string)
 	t.Helper()
 	c := &Cluster{args: args}
 	for range masters * (1 + replicas) {
-		// The bus port defaults to the port plus 10000, which no one
-		// checked was free (another test's server had it once).
-		bus, err := proc.FreePort()
-		if err != nil {
-			t.Fatal(err)
-		}
-		s := Start(t, redisproc.Options{Args: append([]string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-port", strconv.Itoa(bus)}, args...)})
-		c.Servers = append(c.Servers, s)
+		s := c.startNode(t)
 		c.Addrs = append(c.Addrs, s.Addr)
 	}
 	addrs := c.Addrs
@@ -319,21 +312,30 @@ func (c *Cluster) MigrateSlotWith(ctx context.Context, slot int64, to *redisproc
 	return nil
 }
 
+// startNode starts a Cluster-enabled node with c's arguments (the same for
+// every node: a node timeout of its own would change how soon it fails
+// over and how long after a failed election it tries again), adds it to
+// c.Servers and returns it.
+func (c *Cluster) startNode(t testing.TB) *redisproc.Server {
+	t.Helper()
+	// The bus port defaults to the port plus 10000, which no one checked
+	// was free (another test's server had it once).
+	bus, err := proc.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := Start(t, redisproc.Options{Args: append([]string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-port", strconv.Itoa(bus)}, c.args...)})
+	c.Servers = append(c.Servers, s)
+	return s
+}
+
 // AddReplica starts a node with the Cluster's arguments, has it meet the
 // Cluster through master and replicate master, and returns it once master
 // has it online and every node knows it. It joins c.Servers (not c.Addrs,
 // the seed addresses).
 func (c *Cluster) AddReplica(t testing.TB, master *redisproc.Server) *redisproc.Server {
 	t.Helper()
-	bus, err := proc.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The same arguments as the other nodes: a node timeout of its own
-	// would change how soon it fails over and how long after a failed
-	// election it tries again.
-	s := Start(t, redisproc.Options{Args: append([]string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-port", strconv.Itoa(bus)}, c.args...)})
-	c.Servers = append(c.Servers, s)
+	s := c.startNode(t)
 	ctx := context.Background()
 	mc, sc := master.Client(), s.Client()
 	defer func() { _, _ = mc.Close(), sc.Close() }()
