@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,14 +18,18 @@ import (
 )
 
 // The agent's role lets its service account patch any pod of the
-// namespace; config/rbac/agent/policy.yaml narrows that, where a namespace
-// opts in, to the redislock.io/leader label of the pod whose token makes
-// the request. Tried on the real API server as the agent of pod worker-a
-// (impersonating its service account, with the pod name its token
-// carries): before the opt-in it may relabel worker-b; after, only its own
-// leader label, true or false, and nothing else of any pod. Users, and
-// controllers running as service accounts of other namespaces, are not
-// affected.
+// namespace; config/rbac/agent/policy.yaml narrows that. Tried on the real
+// API server as the agent of pod worker-a (impersonating its service
+// account, with the pod name its token carries):
+//   - by default (redislock-agent-pod-guard) it may change no pod's spec
+//     and no other pod's leader label, but may still relabel another pod
+//     (what Airflow's scheduler does to its workers); a namespace labelled
+//     redislock.io/agent-policy=off opts out;
+//   - where the namespace opts in (redislock-agent-pod-label), only its own
+//     leader label, true or false, and nothing else of any pod.
+//
+// Users, and controllers running as service accounts of other namespaces,
+// are not affected.
 func TestAgentPolicyLeavesAPodOnlyItsOwnLeaderLabel(t *testing.T) {
 	ns := newNamespace(t)
 	applyAgentRole(t)
@@ -53,10 +58,45 @@ func TestAgentPolicyLeavesAPodOnlyItsOwnLeaderLabel(t *testing.T) {
 	patch := func(c client.Client, pod, body string) error {
 		return c.Patch(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pod}}, client.RawPatch(types.MergePatchType, []byte(body)))
 	}
-	if err := patch(asAgent, "worker-b", `{"metadata":{"labels":{"app":"other"}}}`); err != nil {
-		t.Fatalf("before the opt-in, the agent's role lets it relabel another pod; got %v", err)
+	image := func(pod, img string) string {
+		return `{"spec":{"containers":[{"name":"` + pod + `","image":"` + img + `"}]}}`
 	}
-	mustKubectl(t, "label", "namespace", ns, "redislock.io/agent-policy=enforce")
+	// The policies reach the API server's cache a moment after they are
+	// created: wait for the default one to refuse, then try the rest. Each
+	// try names a new image: one the API server let through before would
+	// be no change at all.
+	tries := 0
+	waitUntil(t, 30*time.Second, "the default policy to refuse a change of another pod's image", func() bool {
+		tries++
+		err := patch(asAgent, "worker-b", image("worker-b", fmt.Sprintf("example.test/evil:%d", tries)))
+		return err != nil && strings.Contains(err.Error(), "pod worker-a may not change the spec of pod worker-b (policy redislock-agent-pod-guard)")
+	})
+	for _, tc := range []struct {
+		name, pod, body, refusal string
+	}{
+		{"another pod's label", "worker-b", `{"metadata":{"labels":{"app":"other"}}}`, ""},
+		{"another pod's annotation", "worker-b", `{"metadata":{"annotations":{"airflow/state":"running"}}}`, ""},
+		{"its own leader label", "worker-a", `{"metadata":{"labels":{"redislock.io/leader":"true"}}}`, ""},
+		{"its own leader label back", "worker-a", `{"metadata":{"labels":{"redislock.io/leader":"false"}}}`, ""},
+		{"another pod's leader label", "worker-b", `{"metadata":{"labels":{"redislock.io/leader":"true"}}}`, "pod worker-a may change only its own redislock.io/leader label, not pod worker-b"},
+		{"a leader label that is no boolean", "worker-a", `{"metadata":{"labels":{"redislock.io/leader":"maybe"}}}`, "the label redislock.io/leader is true or false"},
+		{"its own image", "worker-a", image("worker-a", "example.test/evil:1"), "may not change the spec of pod worker-a"},
+	} {
+		t.Run("by default/"+tc.name, func(t *testing.T) {
+			err := patch(asAgent, tc.pod, tc.body)
+			switch {
+			case tc.refusal == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.refusal != "" && (err == nil || !strings.Contains(err.Error(), tc.refusal)):
+				t.Fatalf("got %v; want a refusal saying %q", err, tc.refusal)
+			}
+		})
+	}
+	mustKubectl(t, "label", "namespace", ns, "redislock.io/agent-policy=off")
+	waitUntil(t, 30*time.Second, "the opt-out to let the agent's role change another pod's image", func() bool {
+		return patch(asAgent, "worker-b", image("worker-b", "example.test/other:1")) == nil
+	})
+	mustKubectl(t, "label", "--overwrite", "namespace", ns, "redislock.io/agent-policy=enforce")
 	waitUntil(t, 30*time.Second, "the policy to refuse a relabel of another pod", func() bool {
 		err := patch(asAgent, "worker-b", `{"metadata":{"labels":{"app":"worker"}}}`)
 		return err != nil && strings.Contains(err.Error(), "redislock-agent-pod-label")
@@ -70,9 +110,10 @@ func TestAgentPolicyLeavesAPodOnlyItsOwnLeaderLabel(t *testing.T) {
 		{"another pod's leader label", "worker-b", `{"metadata":{"labels":{"redislock.io/leader":"true"}}}`, "pod worker-a may change only its own redislock.io/leader label, not pod worker-b"},
 		{"another label of its own", "worker-a", `{"metadata":{"labels":{"app":"evil"}}}`, "no other label"},
 		{"an annotation", "worker-a", `{"metadata":{"annotations":{"x":"y"}}}`, "not its spec, annotations"},
-		{"its image", "worker-a", `{"spec":{"containers":[{"name":"worker-a","image":"example.test/evil:1"}]}}`, "not its spec"},
+		// Refused by both policies; either may answer.
+		{"its image", "worker-a", image("worker-a", "example.test/evil:1"), "spec"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
+		t.Run("enforced/"+tc.name, func(t *testing.T) {
 			err := patch(asAgent, tc.pod, tc.body)
 			switch {
 			case tc.refusal == "" && err != nil:
@@ -99,5 +140,8 @@ func TestAgentPolicyLeavesAPodOnlyItsOwnLeaderLabel(t *testing.T) {
 	}
 	if err := patch(operator, "worker-b", `{"metadata":{"labels":{"app":"rolled"}}}`); err != nil {
 		t.Fatalf("a controller of another namespace relabelling a pod: %v; want it allowed", err)
+	}
+	if err := patch(operator, "worker-b", image("worker-b", "example.test/worker:2")); err != nil {
+		t.Fatalf("a controller of another namespace changing a pod's image: %v; want it allowed", err)
 	}
 }

@@ -707,9 +707,9 @@ func TestHelmTenancyPolicies(t *testing.T) {
 		var names []string
 		for _, o := range objs {
 			if k := o["kind"].(string); k == "ValidatingAdmissionPolicy" || k == "ValidatingAdmissionPolicyBinding" {
-				// Not tenancy's: the agent's label policy, and the policy
+				// Not tenancy's: the agent's pod policies, and the policy
 				// that annotated pods have the agent (agent_required_test.go).
-				if n := at(o, "metadata.name").(string); n != "redislock-agent-pod-label" && !strings.HasSuffix(n, "-agent-required") {
+				if n := at(o, "metadata.name").(string); !strings.HasPrefix(n, "redislock-agent-pod-") && !strings.HasSuffix(n, "-agent-required") {
 					names = append(names, strings.TrimPrefix(k, "ValidatingAdmission")+"/"+n)
 				}
 			}
