@@ -12,7 +12,7 @@ CRD_REF_DOCS = $(shell $(TOOLS) --print crd-ref-docs)
 GOLANGCI_LINT = $(shell $(TOOLS) --print golangci-lint)
 HELM = $(shell $(TOOLS) --print helm)
 
-.PHONY: all demo test cluster-test bench bench-failover chaos fuzz lint fmt vet redis packages tools generate manifests verify-generated chart image
+.PHONY: all demo test test-unit test-integration test-e2e test-soak cluster-test bench bench-failover chaos fuzz lint fmt vet redis packages tools generate manifests verify-generated chart image
 
 all: test
 
@@ -45,13 +45,35 @@ test:
 	step "vet: go vet ./... (a few minutes with a cold build cache)" $(MAKE) --no-print-directory vet && \
 	step "lint: golangci-lint run ./... (a few minutes with a cold lint cache)" $(MAKE) --no-print-directory lint && \
 	step "verify-generated: controller-gen, then git status of api, config, charts" $(MAKE) --no-print-directory verify-generated && \
-	step "go test -race ./...: builds every test binary with the race detector, then runs them against real Redis and envtest (about 15 min on 2 cores)" \
-		env KUBEBUILDER_ASSETS=$$($(TOOLS) --print-assets) HELM=$$($(TOOLS) --print helm) THIRD_PARTY_CRDS=$$($(TOOLS) --print crds) $(GOTEST) ./... && \
-	step "valkey: the lock engine's tests (pkg/redislock: standalone, Sentinel, Cluster, Redlock) on valkey-server instead of redis-server (about 6 min)" \
-		env REDISLOCK_TEST_SERVER=valkey-server $(GOTEST) ./pkg/redislock/ && \
 	step "bench vet: go vet in the test/bench module" sh -c 'cd test/bench && $(GO) vet ./...' && \
-	step "cluster: as root, a real single-node cluster (hack/cluster up), helm install and real Pods (test/cluster), then down; the node binaries build first (about 4 min once kube-apiserver is built, 17 min from a cold cache); then about 2 min" \
-		$(MAKE) --no-print-directory cluster-test
+	step "test-unit: the unit rung (builds every test binary with the race detector first: minutes when cold)" $(MAKE) --no-print-directory test-unit && \
+	step "test-integration: the integration rung" $(MAKE) --no-print-directory test-integration && \
+	step "test-e2e: the e2e rung" $(MAKE) --no-print-directory test-e2e && \
+	step "test-soak: the soak rung" $(MAKE) --no-print-directory test-soak
+
+# The test ladder (CONTRIBUTING.md): four rungs, fastest first, each run by hack/test-rung.sh,
+# which prints its time; make test runs them in order and stops at the first that fails.
+TEST_ENV = GO="$(GO)" GOTEST="$(GOTEST)" MAKE="$(MAKE)" KUBEBUILDER_ASSETS=$$($(TOOLS) --print-assets) HELM=$$($(TOOLS) --print helm) THIRD_PARTY_CRDS=$$($(TOOLS) --print crds)
+
+## test-unit: the unit rung, about a minute warm: pure logic, the chart's renders, the docs, layout
+## and Dockerfile checks (go test -short: no redis-server and no API server is started).
+test-unit: tools
+	@env $(TEST_ENV) hack/test-rung.sh unit
+
+## test-integration: the integration rung: every package but test/e2e and test/cluster against real
+## redis-servers and envtest and, beside them, the lock engine's tests (pkg/redislock) on valkey-server.
+test-integration: packages tools
+	@env $(TEST_ENV) hack/test-rung.sh integration
+
+## test-e2e: the e2e rung: test/e2e, the controller, agents and webhook end to end, the fault
+## scenarios, and a chaos run of CHAOS_SMOKE (default 15s) per Redis deployment.
+test-e2e: packages tools
+	@env $(TEST_ENV) hack/test-rung.sh e2e
+
+## test-soak: the soak rung: the cost budgets over their long windows, the chaos run for CHAOS_SOAK
+## (default 40s) per Redis deployment, then the real single-node cluster (cluster-test, as root).
+test-soak: packages tools
+	@env $(TEST_ENV) hack/test-rung.sh soak
 
 ## cluster-test: test/cluster on a real single-node cluster that it brings up and down
 ## (hack/cluster, root only: it makes namespaces, mounts and cgroups; skipped otherwise).
@@ -76,7 +98,7 @@ bench-failover: redis tools
 
 ## chaos: the chaos run of test/e2e for longer (CHAOS_DURATION per Redis deployment, default 10m;
 ## CHAOS_SEED replays one; CHAOS_WAIT_REPLICAS sets Sentinel's waitReplicas instead of the default;
-## CHAOS_RUN=TestChaos/cluster runs one deployment). make test runs it for 40s per deployment.
+## CHAOS_RUN=TestChaos/cluster runs one deployment). make test runs it for 15s (e2e rung) and 40s (soak rung) per deployment, two at a time.
 chaos: redis tools
 	CHAOS_DURATION=$${CHAOS_DURATION:-10m} KUBEBUILDER_ASSETS=$$($(TOOLS) --print-assets) $(GO) test -count=1 -timeout 0 -run $${CHAOS_RUN:-TestChaos} -v ./test/e2e/
 

@@ -15,6 +15,7 @@ import (
 	"github.com/redislock/redislock/internal/testing/redisproc"
 	"github.com/redislock/redislock/internal/testing/redisstats"
 	"github.com/redislock/redislock/internal/testing/redistest"
+	"github.com/redislock/redislock/internal/testing/rung"
 	"github.com/redislock/redislock/pkg/redislock"
 )
 
@@ -79,6 +80,8 @@ const costWindow = 30 * time.Second
 // second and fails at once. The deployments run side by side, each state
 // counted over the same window for all.
 func TestElectionCostStaysWithinBudget(t *testing.T) {
+	rung.SoakTest(t)
+	t.Parallel()
 	var es []*costElection
 	for _, d := range costDeployments {
 		candidate, nodes := d.start(t)

@@ -216,6 +216,7 @@ func TestElectorStepsDownWhileRedisIsDownAndComesBack(t *testing.T) {
 // package did not write, the restart guard, Redis down. A healthy standby,
 // which only found a holder, reports no error.
 func TestElectorStateSaysWhyItCannotCampaign(t *testing.T) {
+	t.Parallel()
 	s := redistest.Start(t, redisproc.Options{})
 	timing := redislock.Timing{TTL: 2 * time.Second, RenewInterval: 200 * time.Millisecond, RenewDeadline: 1200 * time.Millisecond}
 	var j journal

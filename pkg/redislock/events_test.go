@@ -162,6 +162,7 @@ func TestReleaseWatchesShareOneSubscriptionPerNode(t *testing.T) {
 // announces nothing: the next message after it on the lock's channel is
 // one the test publishes.
 func TestARefusedGrantWakesNoWatcher(t *testing.T) {
+	t.Parallel()
 	m := redistest.Start(t, redisproc.Options{})
 	host, port, _ := strings.Cut(m.Addr, ":")
 	replica := redistest.Start(t, redisproc.Options{Args: []string{"--replicaof", host, port}})

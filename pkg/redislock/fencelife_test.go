@@ -91,6 +91,7 @@ func TestLockKeysCarryTheirLifetimes(t *testing.T) {
 // once (PEXPIRE), so that the restarted counter has the least time to have
 // moved on. The next token is still above every earlier one.
 func TestFencingTokensIncreaseAcrossACounterThatExpiredAfterABurst(t *testing.T) {
+	t.Parallel()
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
 			servers := redistest.StartN(t, m.nodes)
@@ -145,6 +146,7 @@ func countKeys(t testing.TB, servers []*redisproc.Server) int64 {
 // expire leave their validity key only. A name obtained again after its
 // counter expired gets a token above every earlier one (S3).
 func TestLockKeysAllExpireAndTokensStillIncrease(t *testing.T) {
+	t.Parallel()
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
 			servers := redistest.StartN(t, m.nodes)

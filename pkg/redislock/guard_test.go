@@ -43,6 +43,7 @@ func wantRestartGuard(t *testing.T, err error, what string, ttl time.Duration) t
 // goes with them, so the node grants nothing for a ttl (S1), and the next
 // token is still larger (S3).
 func TestRestartGuardCatchesAFlush(t *testing.T) {
+	t.Parallel()
 	for _, flush := range []string{"flushall", "flushdb", "flushall+resetstat"} {
 		t.Run(flush, func(t *testing.T) {
 			s := redistest.Start(t, redisproc.Options{})
@@ -94,6 +95,7 @@ func TestRestartGuardCatchesAFlush(t *testing.T) {
 // start-up, tells the script that the process is newer than the marker, so
 // the node is guarded for a ttl after its start.
 func TestRestartGuardCatchesARestoredSnapshot(t *testing.T) {
+	t.Parallel()
 	s := redistest.Start(t, redisproc.Options{})
 	const ttl = 2 * time.Second
 	a, b := guardedClient(t, "a", s), guardedClient(t, "b", s)
@@ -137,6 +139,7 @@ func TestRestartGuardCatchesARestoredSnapshot(t *testing.T) {
 // server's clock; one whose restart ended in a later second proves
 // nothing and is tried again.
 func TestRestartGuardCatchesARestartInTheSecondOfASave(t *testing.T) {
+	t.Parallel()
 	s := redistest.Start(t, redisproc.Options{})
 	a, b := guardedClient(t, "a", s), guardedClient(t, "b", s)
 	redistest.WaitUp(t, 7*time.Second, s)
@@ -183,6 +186,7 @@ func TestRestartGuardCatchesARestartInTheSecondOfASave(t *testing.T) {
 // second. Each command the
 // scripts send is counted.
 func TestRestartGuardSendsNoInfoOnALongRunningNode(t *testing.T) {
+	t.Parallel()
 	s := redistest.Start(t, redisproc.Options{})
 	const ttl = 2 * time.Second
 	a := guardedClient(t, "a", s)
@@ -289,6 +293,7 @@ func firstErr[T any](_ T, err error) error { return err }
 // grant's (S3). Before, a rival was granted at once, with the holder's
 // token.
 func TestRestartGuardCatchesASnapshotOfAnEarlierGrant(t *testing.T) {
+	t.Parallel()
 	s := redistest.Start(t, redisproc.Options{Args: []string{"--save", "3600 1 300 100 60 10000"}})
 	const ttl = 3 * time.Second
 	a, b := guardedClient(t, "a", s), guardedClient(t, "b", s)
@@ -335,6 +340,7 @@ func TestRestartGuardCatchesASnapshotOfAnEarlierGrant(t *testing.T) {
 // longer than a ttl: the guard reads it as missing. Before, every new name
 // on the node waited until that date.
 func TestRestartGuardReadsAMarkerFromTheFutureAsMissing(t *testing.T) {
+	t.Parallel()
 	s := redistest.Start(t, redisproc.Options{})
 	const ttl = 2 * time.Second
 	a := guardedClient(t, "a", s)

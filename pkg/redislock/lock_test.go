@@ -317,6 +317,7 @@ func TestInspectShowsHolderWithoutChangingIt(t *testing.T) {
 }
 
 func TestForceReleaseFreesAStuckLockAndWakesCandidates(t *testing.T) {
+	t.Parallel()
 	s := redistest.Start(t, redisproc.Options{})
 	holder, admin, next := newClient(t, "stuck", s), newClient(t, "admin", s), newClient(t, "next", s)
 	ctx := context.Background()
@@ -380,6 +381,7 @@ func TestForceReleaseFreesAStuckLockAndWakesCandidates(t *testing.T) {
 // is granted it until the validity the holder's last renewal recorded has
 // passed; the holder learns of the loss at its renewal and steps down.
 func TestVanishedKeyIsNotGrantedBeforeItsHolderTimeIsUp(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		vanish func(t *testing.T, s *redisproc.Server, key string)
@@ -454,6 +456,7 @@ func TestVanishedKeyIsNotGrantedBeforeItsHolderTimeIsUp(t *testing.T) {
 // changed, the connection killed, then the password cleared) comes back:
 // releases wake waiters again, and the server lists the subscriber.
 func TestReleasesWakeWaitersAgainAfterARefusedResubscription(t *testing.T) {
+	t.Parallel()
 	s := redistest.Start(t, redisproc.Options{})
 	c := newClient(t, "waiter", s)
 	ctx := context.Background()

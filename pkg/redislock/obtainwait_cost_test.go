@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redislock/redislock/internal/testing/redisstats"
+	"github.com/redislock/redislock/internal/testing/rung"
 	"github.com/redislock/redislock/pkg/redislock"
 )
 
@@ -23,6 +24,8 @@ const waitCostWindow = 15 * time.Second
 // commandstats against the cost test's budget (redisstats.Budget). A
 // waiter that polls, or wakes itself, fails at once.
 func TestObtainWaitCostStaysWithinBudget(t *testing.T) {
+	rung.SoakTest(t)
+	t.Parallel()
 	type waitElection struct {
 		name    string
 		nodes   []redis.UniversalClient

@@ -183,6 +183,7 @@ func TestObtainWaitWakesAtTheHolderExpiry(t *testing.T) {
 // When ctx ends first the error says both why (ctx) and what the last
 // attempt found (a holder).
 func TestObtainWaitGivesUpWhenCtxEnds(t *testing.T) {
+	t.Parallel()
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
 			servers := redistest.StartN(t, m.nodes)
@@ -209,6 +210,7 @@ func TestObtainWaitGivesUpWhenCtxEnds(t *testing.T) {
 // waiter whose ctx ends before the guard lifts gets ErrGuarded at once,
 // and one with time to spare is granted the lock once the guard lifts.
 func TestObtainWaitHonoursTheRestartGuard(t *testing.T) {
+	t.Parallel()
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
 			servers := redistest.StartN(t, m.nodes)
@@ -242,6 +244,7 @@ func TestObtainWaitHonoursTheRestartGuard(t *testing.T) {
 // Retry bounds the attempts: Steps 1 tries once; after faults the
 // attempts stop at Steps.
 func TestObtainWaitRetryBoundsAttempts(t *testing.T) {
+	t.Parallel()
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
 			servers := redistest.StartN(t, m.nodes)

@@ -20,6 +20,7 @@ import (
 	"github.com/redislock/redislock/internal/testing/proc"
 	"github.com/redislock/redislock/internal/testing/redisproc"
 	"github.com/redislock/redislock/internal/testing/redistest"
+	"github.com/redislock/redislock/internal/testing/rung"
 	"github.com/redislock/redislock/pkg/redislock"
 )
 
@@ -33,6 +34,10 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 		os.Exit(0)
+	}
+	// The unit rung starts no server: its tests that need one skip.
+	if !rung.Servers() {
+		os.Exit(m.Run())
 	}
 	// The examples talk to a server of their own, which persists every
 	// write before it answers: hence AssumeDurable in the examples.

@@ -67,6 +67,7 @@ func TestRedlockMinorityHolderIsGivenBack(t *testing.T) {
 }
 
 func TestFencingTokensIncreaseAcrossHandovers(t *testing.T) {
+	t.Parallel()
 	for _, n := range []int{1, 5} {
 		t.Run(map[int]string{1: "single", 5: "redlock5"}[n], func(t *testing.T) {
 			servers := redistest.StartN(t, n)

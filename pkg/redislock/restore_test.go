@@ -34,6 +34,7 @@ var restoreLua string
 // Without step 7 the rival gets N1 only; with a validity moved back, N1 and
 // N3, a majority, while H believes it holds for 17 s more.
 func TestLateRestoreNeverMovesTheValidityBack(t *testing.T) {
+	t.Parallel()
 	servers := redistest.StartN(t, 3)
 	nodes := redistest.Clients(t, servers...)
 	ctx := context.Background()

@@ -55,6 +55,7 @@ func TestLockThroughSentinel(t *testing.T) {
 // its holder's belief never outlives the key; a lock whose holder stopped
 // renewing is free again after its ttl, for any candidate.
 func TestWaitReplicasKeepsTheLockThroughASentinelFailover(t *testing.T) {
+	t.Parallel()
 	g := redistest.StartSentinelGroup(t, 2, 1)
 	fc := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: g.MasterName, SentinelAddrs: g.SentinelAddrs(), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = fc.Close() })
@@ -189,6 +190,7 @@ func onlineReplicas(master redis.UniversalClient, n int) func() bool {
 // it; and once they see it down, grants count again, with no restart of
 // the candidates.
 func TestWaitAllReplicasWaitsForEveryReplicaSentinelMayPromote(t *testing.T) {
+	t.Parallel()
 	g := redistest.StartSentinelGroup(t, 2, 1)
 	// Nothing is down until the test says so.
 	sentinelSet(t, g, "down-after-milliseconds", "600000")
@@ -254,6 +256,7 @@ func TestWaitAllReplicasWaitsForEveryReplicaSentinelMayPromote(t *testing.T) {
 // one renewal in that window made WaitAllReplicas wait for three replicas
 // where there were two, for good, for every Client.
 func TestABackupStopsNoLock(t *testing.T) {
+	t.Parallel()
 	g := redistest.StartSentinelGroup(t, 2, 1)
 	node := sentinelNode(t, g)
 	c := allReplicasClient(t, node, "holder")
@@ -309,6 +312,7 @@ func TestABackupStopsNoLock(t *testing.T) {
 // every lock for good, until the record was deleted and every candidate
 // restarted.
 func TestAReplicaAddedThenRemovedStopsNoLock(t *testing.T) {
+	t.Parallel()
 	g := redistest.StartSentinelGroup(t, 1, 1)
 	node := sentinelNode(t, g)
 	c := allReplicasClient(t, node, "holder")
@@ -349,6 +353,7 @@ func TestAReplicaAddedThenRemovedStopsNoLock(t *testing.T) {
 // remedy for a stuck count) or evicted it waited for the one replica left
 // and was granted.
 func TestAFreshClientWaitsForADetachedReplicaSentinelMayPromote(t *testing.T) {
+	t.Parallel()
 	g := redistest.StartSentinelGroup(t, 2, 1)
 	// Neither down nor reconfigured back by the Sentinel during the test.
 	sentinelSet(t, g, "down-after-milliseconds", "600000")
@@ -380,6 +385,7 @@ func TestAFreshClientWaitsForADetachedReplicaSentinelMayPromote(t *testing.T) {
 // INFO replication after that, in one round trip, for each write; nothing
 // kept in Redis, so no GET and no raise.
 func TestWaitAllReplicasSendsTwoInfosAndOneWaitPerWrite(t *testing.T) {
+	t.Parallel()
 	// Replicas without a Sentinel, whose own INFO every 10s would count.
 	m := redistest.Start(t, redisproc.Options{})
 	host, port, _ := strings.Cut(m.Addr, ":")
@@ -431,6 +437,7 @@ func TestWaitAllReplicasSendsTwoInfosAndOneWaitPerWrite(t *testing.T) {
 // acknowledged meanwhile. Before, with a replica behind on others' writes
 // (here paused), it failed as a replication shortfall.
 func TestARefusedAcquireIsNotAReplicationFailure(t *testing.T) {
+	t.Parallel()
 	m := redistest.Start(t, redisproc.Options{})
 	host, port, _ := strings.Cut(m.Addr, ":")
 	var replicas []*redisproc.Server

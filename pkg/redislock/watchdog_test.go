@@ -58,6 +58,7 @@ func TestWatchdogKeepsLockForTenTTLs(t *testing.T) {
 // misses: the watchdog steps down only after 8 renewal intervals in a
 // row without a renewal.
 func TestWatchdogKeepsLockInRealTime(t *testing.T) {
+	t.Parallel()
 	s := redistest.Start(t, redisproc.Options{})
 	c := patientClient(t, s, clock.RealClock{})
 	const ttl = 2 * time.Second
@@ -133,6 +134,7 @@ func renewalDue(clock *testingclock.FakeClock) func() bool {
 // with the step-down a second before the S1 deadline, a margin no loaded
 // machine eats.
 func TestHolderCutOffFromRedisStepsDownByDeadline(t *testing.T) {
+	t.Parallel()
 	s := redistest.Start(t, redisproc.Options{})
 	rc := redis.NewClient(&redis.Options{Addr: s.Addr, ReadTimeout: time.Minute, MaxRetries: -1})
 	t.Cleanup(func() { _ = rc.Close() })
@@ -222,6 +224,7 @@ func TestWatchdogRejectsBadTiming(t *testing.T) {
 // ttl, by which time the old holder's belief has ended (S1); and the
 // next fencing token is still larger (S3).
 func TestRedisRestartHolderStepsDownAndNobodyIsGrantedForATTL(t *testing.T) {
+	t.Parallel()
 	s := redistest.Start(t, redisproc.Options{})
 	const ttl = 2 * time.Second
 	guarded := func(identity string) *redislock.Client {
@@ -304,6 +307,7 @@ func TestRedisRestartHolderStepsDownAndNobodyIsGrantedForATTL(t *testing.T) {
 // lock it has never seen, nor on a Redlock whose restarted node is a
 // minority.
 func TestRestartGuardSparesLongRunningNodesAndMinorities(t *testing.T) {
+	t.Parallel()
 	servers := redistest.StartN(t, 3)
 	const ttl = time.Second
 	c, err := redislock.New(redistest.Clients(t, servers...), &redislock.Options{Identity: "a", NodeTimeout: ttl / 2})

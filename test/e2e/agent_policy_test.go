@@ -42,7 +42,7 @@ func TestAgentPolicyLeavesAPodOnlyItsOwnLeaderLabel(t *testing.T) {
 	for _, pod := range []string{"worker-a", "worker-b"} {
 		mustKubectl(t, "run", "-n", ns, pod, "--image=example.test/worker:1", "--restart=Never", "--labels=app=worker")
 	}
-	cfg := rest.CopyConfig(testEnv.Config)
+	cfg := rest.CopyConfig(apiServer(t))
 	cfg.Impersonate = rest.ImpersonationConfig{
 		UserName: "system:serviceaccount:" + ns + ":worker",
 		Extra:    map[string][]string{"authentication.kubernetes.io/pod-name": {"worker-a"}},
@@ -51,7 +51,7 @@ func TestAgentPolicyLeavesAPodOnlyItsOwnLeaderLabel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	admin, err := testenv.Client(testEnv.Config)
+	admin, err := testenv.Client(apiServer(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func TestAgentPolicyLeavesAPodOnlyItsOwnLeaderLabel(t *testing.T) {
 	// A controller in a pod of another namespace, allowed by RBAC to
 	// patch pods here, is not bound by the policy.
 	mustKubectl(t, "create", "rolebinding", "-n", ns, "operator", "--clusterrole=redislock-agent", "--serviceaccount=operators:rollouts")
-	ocfg := rest.CopyConfig(testEnv.Config)
+	ocfg := rest.CopyConfig(apiServer(t))
 	ocfg.Impersonate = rest.ImpersonationConfig{
 		UserName: "system:serviceaccount:operators:rollouts",
 		Extra:    map[string][]string{"authentication.kubernetes.io/pod-name": {"rollouts-5d8c9"}},

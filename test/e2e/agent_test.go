@@ -22,6 +22,7 @@ import (
 	"github.com/redislock/redislock/internal/testing/proc"
 	"github.com/redislock/redislock/internal/testing/redisproc"
 	"github.com/redislock/redislock/internal/testing/redistest"
+	"github.com/redislock/redislock/internal/testing/rung"
 )
 
 // TestThreeAgentsOneLeaderThroughFaults runs three `redislock agent`
@@ -142,6 +143,7 @@ func TestThreeAgentsOneLeaderThroughFaults(t *testing.T) {
 // rights the docs tell users to grant.
 func agentUser(t *testing.T, ns string, secrets ...string) string {
 	t.Helper()
+	rung.NeedServers(t)
 	applyAgentRole(t)
 	name := "agent-" + ns
 	user, err := testEnv.AddUser(envtest.User{Name: name}, nil)
@@ -173,7 +175,7 @@ func agentUser(t *testing.T, ns string, secrets ...string) string {
 // ends.
 func startAgents(t *testing.T, ns, lock, kubeconfig string, command ...string) (*agentFleet, []string, *poller) {
 	t.Helper()
-	fl := &agentFleet{t: t, bin: goBuild(t, "."), ns: ns, lock: lock, kubeconfig: kubeconfig, clusterID: clusterIDOf(t, testEnv.Config),
+	fl := &agentFleet{t: t, bin: goBuild(t, "."), ns: ns, lock: lock, kubeconfig: kubeconfig, clusterID: clusterIDOf(t, apiServer(t)),
 		dir: t.TempDir(), procs: map[string]*agentProc{}, command: command}
 	ids := []string{"worker-a", "worker-b", "worker-c"}
 	for _, id := range ids {

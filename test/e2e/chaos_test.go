@@ -58,14 +58,26 @@ func TestChaos(t *testing.T) {
 	}
 	t.Logf("CHAOS_SEED=%d CHAOS_DURATION=%v", seed, window)
 	bins := chaosBinaries{redislock: goBuild(t, "."), operator: goBuild(t, "./test/e2e/sampleoperator")}
-	var rows []string
-	for i, deployment := range []func(*testing.T, *chaosRun) chaosBackend{singleBackend, redlockBackend, sentinelBackend, clusterBackend} {
+	// The deployments run side by side (as many at once as -parallel
+	// allows: two on 2 cores), each in a namespace of its own with a
+	// controller that watches only that one; the summary is logged once
+	// they have all ended.
+	deployments := []func(*testing.T, *chaosRun) chaosBackend{singleBackend, redlockBackend, sentinelBackend, clusterBackend}
+	rows := make([]string, len(deployments))
+	t.Cleanup(func() { logChaosSummary(t, rows) })
+	for i, deployment := range deployments {
 		rng := rand.New(rand.NewPCG(seed, uint64(i)))
-		var row string
 		name := []string{"single", "redlock5", "sentinel", "cluster"}[i]
-		t.Run(name, func(t *testing.T) { row = runChaos(t, name, deployment, bins, window, rng) })
-		rows = append(rows, row)
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			rows[i] = runChaos(t, name, deployment, bins, window, rng)
+		})
 	}
+}
+
+// logChaosSummary logs a row per deployment that ran.
+func logChaosSummary(t *testing.T, rows []string) {
+	rows = slices.DeleteFunc(rows, func(r string) bool { return r == "" })
 	t.Logf("chaos summary (ttl %v; scripts/s: the busiest node, idle for %v and under faults; fence: median growth per leadership change; writes: RedisLock status writes a minute under faults):\n%-9s %6s %8s %6s %12s %15s %11s %11s %7s %9s  %s\n%s",
 		faultTiming.lease, chaosIdleWindow,
 		"backend", "faults", "answers", "terms", "S1 overlaps", "S3 regressions", "scripts/s", "(faults)", "fence+", "writes/m", "L1: longest time with no leader after a fault, by kind",
@@ -131,7 +143,7 @@ func runChaos(t *testing.T, name string, deployment func(*testing.T, *chaosRun) 
 	}
 	// The controller shows the holder in the status: its status writes
 	// are counted, and its Inspects are part of what Redis serves.
-	startController(t, nil)
+	startController(t, nil, "-watch-namespaces="+r.ns)
 	// Two of the agents run a command only while leading (the kind
 	// "cmd"), which journals its life: it must never run on two at once.
 	r.start("agent-0", "agent", freeAddr(t))
@@ -331,7 +343,7 @@ func waitChaosLeader(t *testing.T, p *poller, within time.Duration) {
 // on addr.
 func (r *chaosRun) start(id, kind, addr string) {
 	r.t.Helper()
-	o := proc.Options{Name: id, Env: []string{"KUBECONFIG=" + kubeconfigPath}, Log: filepath.Join(r.dir, id+".log")}
+	o := proc.Options{Name: id, Env: []string{"KUBECONFIG=" + adminKubeconfig(r.t)}, Log: filepath.Join(r.dir, id+".log")}
 	// The journal is on stdout for the plugin (LEADING lines), in the
 	// logs on stderr for the agent; both also go to the log file.
 	journal := func(line string) { r.journalLine(id, kind, line) }

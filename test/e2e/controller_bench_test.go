@@ -219,7 +219,7 @@ func benchScale(t *testing.T, b benchBackend, n int, window time.Duration) contr
 	t.Logf("%d RedisLocks Ready %v after the controller's start; CPU meanwhile: kube-apiserver %.1fs, etcd %.1fs; the controller's counters then (its CPU among them):\n%s",
 		n, ready.Round(time.Millisecond), cpu["kube-apiserver"]-cpuBefore["kube-apiserver"], cpu["etcd"]-cpuBefore["etcd"], controllerCounters(t, metricsAddr))
 
-	cluster := clusterIDOf(t, testEnv.Config)
+	cluster := clusterIDOf(t, apiServer(t))
 	samples := pickSamples(locks, int(float64(handoversPerMinute)*window.Minutes()))
 	holder := benchLockClient(t, b, benchHolder)
 	held := make([]*redislock.Lock, len(samples))
@@ -338,7 +338,7 @@ func pctSeconds(seconds []float64, p float64) time.Duration {
 // so the benchmark's own requests do not queue behind it.
 func benchConfig(t *testing.T) *rest.Config {
 	t.Helper()
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfigPath)
+	cfg, err := clientcmd.BuildConfigFromFlags("", adminKubeconfig(t))
 	if err != nil {
 		t.Fatal(err)
 	}

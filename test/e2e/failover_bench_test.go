@@ -193,7 +193,7 @@ func electionWrites(t *testing.T, ns string, window time.Duration) float64 {
 // objects in ns; stop ends it and returns the count and how long it ran.
 func countElectionWrites(t *testing.T, ns string) (stop func() (int, time.Duration)) {
 	t.Helper()
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfigPath)
+	cfg, err := clientcmd.BuildConfigFromFlags("", adminKubeconfig(t))
 	if err != nil {
 		t.Fatal(err)
 	}

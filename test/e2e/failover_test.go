@@ -220,7 +220,7 @@ func (f *fleet) launch(id string) error {
 	args := append(append(append([]string{}, f.args...), f.extra[id]...), "-identity="+id)
 	f.mu.Unlock()
 	p, err := proc.Start(proc.Options{Name: id, Path: f.bin, Args: args,
-		Env: []string{"KUBECONFIG=" + kubeconfigPath}, Log: filepath.Join(f.dir, id+".log"), Stdout: func(line string) { f.line(r, line) }})
+		Env: []string{"KUBECONFIG=" + adminKubeconfig(f.t)}, Log: filepath.Join(f.dir, id+".log"), Stdout: func(line string) { f.line(r, line) }})
 	if err != nil {
 		return err
 	}

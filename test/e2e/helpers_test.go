@@ -38,7 +38,7 @@ func clusterIDOf(t *testing.T, cfg *rest.Config) string {
 // lockIn returns the prefix of the Redis lock names of ns's RedisLocks of
 // scope Cluster in the test cluster: "<clusterID>/<ns>".
 func lockIn(t *testing.T, ns string) string {
-	return clusterIDOf(t, testEnv.Config) + "/" + ns
+	return clusterIDOf(t, apiServer(t)) + "/" + ns
 }
 
 // goBuild builds the main package pkg ("." for the redislock binary),
@@ -62,7 +62,7 @@ func startController(t *testing.T, env []string, args ...string) *proc.Process {
 	bin := goBuild(t, ".")
 	return startProc(t, 4096, proc.Options{Name: "controller", Path: bin,
 		Args: append([]string{"controller", "-metrics-bind-address=0", "-health-probe-bind-address=0"}, args...),
-		Env:  append([]string{"KUBECONFIG=" + kubeconfigPath}, env...), Log: filepath.Join(t.TempDir(), "controller.log")})
+		Env:  append([]string{"KUBECONFIG=" + adminKubeconfig(t)}, env...), Log: filepath.Join(t.TempDir(), "controller.log")})
 }
 
 // startProc starts o; the process is killed when t ends, and the last

@@ -75,7 +75,7 @@ func TestControllerAmongHostileTenants(t *testing.T) {
 	t.Cleanup(func() { deleteBenchLocks(t, c, w, healthy) })
 	waitUntil(t, 5*time.Minute, fmt.Sprintf("all %d RedisLocks Ready", hostileHealthy), func() bool { return w.readyCount() == hostileHealthy })
 
-	cluster := clusterIDOf(t, testEnv.Config)
+	cluster := clusterIDOf(t, apiServer(t))
 	samples := pickSamples(healthy, 2*hostileHandovers)
 	holder := benchLockClient(t, b, benchHolder)
 	held := make([]*redislock.Lock, len(samples))

@@ -31,18 +31,23 @@ func helm(t *testing.T, args ...string) (string, error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// helm template renders without an API server (the unit rung); the
+	// other commands talk to the test's.
+	kubeconfig := ""
 	if len(args) > 0 && args[0] == "template" {
 		// helm template assumes Kubernetes 1.20 unless told (a helm built
 		// without its release flags), and the chart's kubeVersion asks for
-		// more: render for the test API server.
+		// more: render for the test API server's version.
 		v, err := apiServerVersion()
 		if err != nil {
 			t.Fatal(err)
 		}
 		args = append(args, "--kube-version", v)
+	} else {
+		kubeconfig = adminKubeconfig(t)
 	}
 	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfigPath, "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err = cmd.Run()
@@ -54,8 +59,14 @@ func helm(t *testing.T, args ...string) (string, error) {
 
 var thirdPartyCRDs sync.Once
 
-// apiServerVersion is the test API server's version, as v1.NN.P.
+// apiServerVersion is the test API server's version, as v1.NN.P: in the
+// unit rung, which starts none, that of its binaries (their directory's
+// name, bin/k8s/v1.NN.P).
 var apiServerVersion = sync.OnceValues(func() (string, error) {
+	if testEnv == nil {
+		dir, err := testenv.AssetsDir(repoRoot)
+		return filepath.Base(dir), err
+	}
 	dc, err := discovery.NewDiscoveryClientForConfig(testEnv.Config)
 	if err != nil {
 		return "", err

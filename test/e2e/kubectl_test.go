@@ -43,6 +43,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/redislock/redislock/internal/testing/rung"
 	"github.com/redislock/redislock/internal/testing/testenv"
 )
 
@@ -67,6 +68,11 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	repoRoot = root
+	// The unit rung starts no API server: the static checks run, and the
+	// tests that need one skip (apiServer).
+	if !rung.Servers() {
+		os.Exit(m.Run())
+	}
 	// envtest logs through controller-runtime's logger; what matters of
 	// a control plane that fails to start is in the error it returns.
 	logf.SetLogger(logr.Discard())
@@ -82,6 +88,22 @@ func TestMain(m *testing.M) {
 	// TestSteadyStateBenchmark counts there are the election's alone.
 	env.ControlPlane.GetAPIServer().Configure().Append("feature-gates", "APIServerIdentity=false,UnknownVersionInteroperabilityProxy=false")
 	testenv.Main(root, env, true, func(*rest.Config) (int, error) { return run(m, env) })
+}
+
+// apiServer returns the API server's config for an admin, and skips t in
+// the unit rung, which starts none. Every helper that talks to the API
+// server or names its kubeconfig calls it.
+func apiServer(t testing.TB) *rest.Config {
+	t.Helper()
+	rung.NeedServers(t)
+	return testEnv.Config
+}
+
+// adminKubeconfig is the path of the admin's kubeconfig, as apiServer.
+func adminKubeconfig(t testing.TB) string {
+	t.Helper()
+	rung.NeedServers(t)
+	return kubeconfigPath
 }
 
 // run runs the tests against the started env.
@@ -109,6 +131,7 @@ func kubectl(t *testing.T, args ...string) (string, error) {
 // output.
 func kubectlIn(t *testing.T, stdin string, args ...string) (string, error) {
 	t.Helper()
+	rung.NeedServers(t)
 	return kubectlAdmin.Run(context.Background(), stdin, args...)
 }
 

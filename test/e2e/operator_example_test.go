@@ -22,6 +22,7 @@ import (
 	"github.com/redislock/redislock/internal/testing/proc"
 	"github.com/redislock/redislock/internal/testing/redisproc"
 	"github.com/redislock/redislock/internal/testing/redistest"
+	"github.com/redislock/redislock/internal/testing/rung"
 	"github.com/redislock/redislock/internal/testing/testenv"
 	"github.com/redislock/redislock/pkg/redislock"
 )
@@ -106,7 +107,7 @@ func TestOperatorExample(t *testing.T) {
 		probe := freeAddr(t)
 		var log lineLog
 		p := startProc(t, 8192, proc.Options{Name: "operator", Path: bin,
-			Args: []string{"--kubeconfig=" + kubeconfigPath, "--leader-elect=false",
+			Args: []string{"--kubeconfig=" + adminKubeconfig(t), "--leader-elect=false",
 				"--health-probe-bind-address=" + probe, "--metrics-bind-address=0"},
 			Log: filepath.Join(t.TempDir(), "operator.log"), Stderr: log.add, Stdout: log.add})
 		if err := p.WaitReady(context.Background(), time.Minute, func(context.Context) (bool, error) {
@@ -256,6 +257,7 @@ func docDiff(t *testing.T) string {
 // log and the holder in Redis), the other does not, and when the leader is
 // killed the other leads. Neither is refused a request.
 func operatorElection(t *testing.T, dir, bin string) {
+	rung.NeedServers(t)
 	rendered, err := kubectlAdmin.Run(context.Background(), "", "kustomize", filepath.Join(dir, "config", "default"))
 	if err != nil {
 		t.Fatalf("%v\n%s", err, rendered)

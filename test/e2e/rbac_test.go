@@ -20,7 +20,7 @@ import (
 // account's RBAC, as for the controller's pod.
 func kubeconfigAs(t *testing.T, ns, sa string) string {
 	t.Helper()
-	cfg, err := clientcmd.LoadFromFile(kubeconfigPath)
+	cfg, err := clientcmd.LoadFromFile(adminKubeconfig(t))
 	if err != nil {
 		t.Fatal(err)
 	}

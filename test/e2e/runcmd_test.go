@@ -225,7 +225,7 @@ func TestWrappedContainerRunsItsCommandOnlyWhileLeading(t *testing.T) {
 	d := durations{lease: 4 * time.Second, renew: 3 * time.Second, retry: 500 * time.Millisecond}
 	applyRedisLock(t, ns, "worker", s, "wrap-pass", d)
 	kubeconfig := agentUser(t, ns)
-	k8s, err := testenv.Client(testEnv.Config)
+	k8s, err := testenv.Client(apiServer(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/redislock/redislock/internal/testing/redisproc"
 	"github.com/redislock/redislock/internal/testing/redistest"
+	"github.com/redislock/redislock/internal/testing/rung"
 	"github.com/redislock/redislock/internal/testing/testenv"
 )
 
@@ -30,6 +31,7 @@ type otherCluster struct {
 // when the test ends.
 func startOtherCluster(t *testing.T) *otherCluster {
 	t.Helper()
+	rung.NeedServers(t)
 	env := &envtest.Environment{
 		BinaryAssetsDirectory:    testEnv.BinaryAssetsDirectory,
 		CRDDirectoryPaths:        []string{filepath.Join(repoRoot, "config", "crd", "bases")},
@@ -75,7 +77,7 @@ func bothClusters(t *testing.T) (ns string, sides []clusterSide, other *otherClu
 	ns = newNamespace(t)
 	other = startOtherCluster(t)
 	a := clusterSide{prefix: "a", kubectl: func(args ...string) (string, error) { return kubectl(t, args...) },
-		kubeconfig: kubeconfigPath, clusterID: clusterIDOf(t, testEnv.Config)}
+		kubeconfig: adminKubeconfig(t), clusterID: clusterIDOf(t, apiServer(t))}
 	b := clusterSide{prefix: "b", kubectl: func(args ...string) (string, error) { return other.kubectl.Run(context.Background(), "", args...) },
 		kubeconfig: other.kubectl.Kubeconfig, clusterID: clusterIDOf(t, other.env.Config)}
 	if a.clusterID == b.clusterID {

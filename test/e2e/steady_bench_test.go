@@ -199,7 +199,7 @@ func steadyCase(t *testing.T, bins steadyBinaries, method string, n int, d durat
 
 	// The cluster's identity as the webhook passes it (-cluster-id): the
 	// agent's role has no get on namespaces.
-	fl := &agentFleet{t: t, bin: bins.redislock, ns: ns, lock: name, kubeconfig: agentUser(t, ns), clusterID: clusterIDOf(t, testEnv.Config),
+	fl := &agentFleet{t: t, bin: bins.redislock, ns: ns, lock: name, kubeconfig: agentUser(t, ns), clusterID: clusterIDOf(t, apiServer(t)),
 		dir: t.TempDir(), procs: map[string]*agentProc{}}
 	// The pods the agents label, as the webhook's pods would be.
 	var pods strings.Builder
@@ -321,7 +321,7 @@ type apiRequests map[string]float64
 // kube-apiserver's /metrics through the envtest rest config.
 func readAPIRequests(t *testing.T, resources []string) apiRequests {
 	t.Helper()
-	cs, err := kubernetes.NewForConfig(testEnv.Config)
+	cs, err := kubernetes.NewForConfig(apiServer(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -74,7 +74,7 @@ func tenant(t *testing.T, ns string) (client.Client, string) {
 		Verbs: []string{"create", "update", "patch", "get", "list", "watch"},
 	}}}
 	grant(t, admin, role, user)
-	cfg := rest.CopyConfig(testEnv.Config)
+	cfg := rest.CopyConfig(apiServer(t))
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:authenticated"}}
 	c, err := testenv.Client(cfg)
 	if err != nil {
@@ -99,7 +99,7 @@ func grant(t *testing.T, admin client.Client, role *rbacv1.Role, user string) {
 
 func adminClient(t *testing.T) client.Client {
 	t.Helper()
-	c, err := testenv.Client(testEnv.Config)
+	c, err := testenv.Client(apiServer(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,7 +337,7 @@ func TestClusterConnectionAuthorNeedsTheSecret(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = admin.Delete(context.Background(), o) })
 	}
-	cfg := rest.CopyConfig(testEnv.Config)
+	cfg := rest.CopyConfig(apiServer(t))
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:authenticated"}}
 	asPlatform, err := testenv.Client(cfg)
 	if err != nil {

@@ -35,7 +35,7 @@ func TestTenantUsersKeepNamespacesApartInRedis(t *testing.T) {
 	s := redistest.Start(t, redisproc.Options{Password: adminPassword})
 	ctx := context.Background()
 	admin := adminClient(t)
-	clusterID := clusterIDOf(t, testEnv.Config)
+	clusterID := clusterIDOf(t, apiServer(t))
 	bin := goBuild(t, ".")
 	host, port, _ := strings.Cut(s.Addr, ":")
 	for _, ns := range []string{shop, billing} {

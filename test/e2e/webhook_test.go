@@ -31,7 +31,7 @@ func TestControllerIssuesWebhookCertificateAndInjects(t *testing.T) {
 	if out, err := kubectlIn(t, lockYAML, "apply", "-n", ns, "-f", "-"); err != nil {
 		t.Fatalf("apply RedisLock: %v\n%s", err, out)
 	}
-	k8s, err := testenv.Client(testEnv.Config)
+	k8s, err := testenv.Client(apiServer(t))
 	if err != nil {
 		t.Fatal(err)
 	}

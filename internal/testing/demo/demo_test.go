@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/redislock/redislock/internal/testing/redisstats"
+	"github.com/redislock/redislock/internal/testing/rung"
 	"github.com/redislock/redislock/internal/testing/syncbuf"
 	"github.com/redislock/redislock/internal/testing/testenv"
 )
@@ -18,6 +19,7 @@ import (
 // The demo, as `make demo` runs it (in log mode): both leaders appear, the
 // two handovers are measured, and no process it started outlives it.
 func TestDemoRunsTheWholeSystemAndCleansUp(t *testing.T) {
+	rung.NeedServers(t)
 	root, err := filepath.Abs(filepath.Join("..", "..", ".."))
 	if err != nil {
 		t.Fatal(err)

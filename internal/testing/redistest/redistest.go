@@ -16,13 +16,17 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redislock/redislock/internal/testing/redisproc"
+	"github.com/redislock/redislock/internal/testing/rung"
 )
 
 // Start launches a redis-server on a free loopback port for the length of
 // t. A missing redis-server fails the test with a message that says how to
 // install it: these tests are about a real Redis and never pass without one.
+//
+// In the unit rung (go test -short) it skips t instead.
 func Start(t testing.TB, opts redisproc.Options) *redisproc.Server {
 	t.Helper()
+	rung.NeedServers(t)
 	s, err := redisproc.Start(opts)
 	if err != nil {
 		t.Fatal(err)

@@ -24,6 +24,7 @@ import (
 
 	"github.com/redislock/redislock/api/v1alpha1"
 	"github.com/redislock/redislock/internal/testing/proc"
+	"github.com/redislock/redislock/internal/testing/rung"
 )
 
 // AssetsDir returns the directory of kube-apiserver, etcd and kubectl:
@@ -70,8 +71,13 @@ func Tool(root, env, glob string) (string, error) {
 // (setting its BinaryAssetsDirectory from AssetsDir(root), and, when
 // withCRDs, the CRDs of config/crd/bases below root), calls run with its
 // config, stops env, and exits with run's code. An error from any step is
-// printed and exits with 1.
+// printed and exits with 1. In the unit rung (go test -short) it starts
+// nothing and exits at once, its package's tests skipped.
 func Main(root string, env *envtest.Environment, withCRDs bool, run func(cfg *rest.Config) (int, error)) {
+	if !rung.Servers() {
+		fmt.Println("unit rung (go test -short): skipped, these tests need an API server")
+		os.Exit(0)
+	}
 	code, err := start(root, env, withCRDs, run)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
