@@ -413,7 +413,8 @@ func TestEventsStayInTheLocksShard(t *testing.T) {
 	// lists: wait until each name's master lists its replica (other
 	// nodes' views, which WaitHealthy reads, may know it first).
 	first := redistest.Clients(t, cl.Servers[0])[0]
-	for _, name := range names {
+	masters := make([]redis.UniversalClient, len(names))
+	for i, name := range names {
 		slot, err := first.ClusterKeySlot(ctx, lockKey(name)).Result()
 		if err != nil {
 			t.Fatal(err)
@@ -423,6 +424,7 @@ func TestEventsStayInTheLocksShard(t *testing.T) {
 			t.Fatal(err)
 		}
 		m := redistest.Clients(t, sh.Master)[0]
+		masters[i] = m
 		waitFor(t, 30*time.Second, "the master of "+name+" to list its replica", func() bool {
 			id, err := m.Do(ctx, "cluster", "myid").Text()
 			if err != nil {
@@ -438,6 +440,17 @@ func TestEventsStayInTheLocksShard(t *testing.T) {
 		wakes[i], stop = waiter.WatchReleases(ctx, name)
 		defer stop()
 	}
+	// A watch subscribes in the background: a release before its
+	// SSUBSCRIBE reached the shard would wake no one, rightly.
+	waitFor(t, 30*time.Second, "the waiter to subscribe to each name's events", func() bool {
+		for i, name := range names {
+			n, err := masters[i].Do(ctx, "pubsub", "shardnumsub", redislock.EventsChannel(name)).Slice()
+			if err != nil || len(n) != 2 || n[1] != int64(1) {
+				return false
+			}
+		}
+		return true
+	})
 	publish0, shard0 := busMessages(t, cl)
 	for i, name := range names {
 		obtainAndRelease(t, holder, name)
