@@ -374,7 +374,9 @@ type RedisLockStatus struct {
 	// +optional
 	LeaderTransitions int32 `json:"leaderTransitions"`
 	// fencingToken is the latest fencing token handed out for the lock:
-	// the current holder's while one holds it on a single node.
+	// the current holder's while one holds it on a single node. On
+	// Redlock it may rise during a term (read while an acquisition was
+	// still raising the nodes' counters to its token); it never falls.
 	// +optional
 	FencingToken int64 `json:"fencingToken,omitempty"`
 	// nodes reports each Redis node, in the order of spec.redis.addrs, in
