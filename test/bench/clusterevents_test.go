@@ -12,27 +12,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redislock/redislock/internal/testing/benchresult"
 	"github.com/redislock/redislock/internal/testing/redistest"
 	"github.com/redislock/redislock/pkg/redislock"
 )
-
-// clusterEvents is what TestClusterEvents writes to $CLUSTER_EVENTS_JSON.
-type clusterEvents struct {
-	Masters  int                 `json:"masters"`
-	Replicas int                 `json:"replicas"`
-	Cycles   int                 `json:"cycles"`
-	Cases    []clusterEventsCase `json:"cases"`
-}
-
-// clusterEventsCase is one way of announcing Cycles grants and releases:
-// the pub/sub messages the nodes sent each other on the cluster bus, and
-// how many nodes received any.
-type clusterEventsCase struct {
-	Name         string `json:"name"`
-	Events       int    `json:"events"`
-	BusMessages  int    `json:"busMessages"`
-	NodesReached int    `json:"nodesReached"`
-}
 
 // busCounters is one node's CLUSTER INFO counters of pub/sub messages on
 // the cluster bus, broadcast (publish) and sharded (publishshard).
@@ -115,7 +98,7 @@ func TestClusterEvents(t *testing.T) {
 	}
 	ctx := context.Background()
 	name := func(i int) string { return fmt.Sprintf("events-%d", i) }
-	out := clusterEvents{Masters: masters, Replicas: replicas, Cycles: cycles}
+	out := benchresult.ClusterEvents{Masters: masters, Replicas: replicas, Cycles: cycles}
 
 	n, reached := measureBus(t, cl.Addrs, func() {
 		for i := range cycles {
@@ -127,7 +110,7 @@ func TestClusterEvents(t *testing.T) {
 			}
 		}
 	})
-	out.Cases = append(out.Cases, clusterEventsCase{Name: "PUBLISH (broadcast; the scripts before)", Events: 2 * cycles, BusMessages: n, NodesReached: reached})
+	out.Cases = append(out.Cases, benchresult.ClusterEventsCase{Name: "PUBLISH (broadcast; the scripts before)", Events: 2 * cycles, BusMessages: n, NodesReached: reached})
 
 	n, reached = measureBus(t, cl.Addrs, func() {
 		for i := range cycles {
@@ -140,7 +123,7 @@ func TestClusterEvents(t *testing.T) {
 			}
 		}
 	})
-	out.Cases = append(out.Cases, clusterEventsCase{Name: "SPUBLISH (sharded; redislock now)", Events: 2 * cycles, BusMessages: n, NodesReached: reached})
+	out.Cases = append(out.Cases, benchresult.ClusterEventsCase{Name: "SPUBLISH (sharded; redislock now)", Events: 2 * cycles, BusMessages: n, NodesReached: reached})
 
 	for _, cs := range out.Cases {
 		t.Logf("%-40s %4d events: %5d bus messages (%.2f per event), %d of %d nodes reached", cs.Name, cs.Events, cs.BusMessages, float64(cs.BusMessages)/float64(cs.Events), cs.NodesReached, len(cl.Addrs))

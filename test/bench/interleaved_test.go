@@ -16,6 +16,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redislock/redislock/internal/testing/benchresult"
 	"github.com/redislock/redislock/pkg/redislock"
 )
 
@@ -31,49 +32,10 @@ import (
 // INTERLEAVED_JSON (a file for the samples, which cmd/benchreport reads)
 // set it; run.sh runs 10 rounds of 500ms.
 
-// sample is one slot of one implementation.
-type sample struct {
-	Ops int `json:"ops"`
-	// NsPerOp is wall time per acquire+release.
-	NsPerOp float64 `json:"nsPerOp"`
-	// CPUUsPerOp is the servers' CPU (all nodes together) per op, in µs.
-	CPUUsPerOp float64 `json:"cpuUsPerOp"`
-	// AllocsPerOp is heap allocations per op in the benchmark process
-	// (serial slots only: a parallel slot's goroutines share the count).
-	AllocsPerOp float64 `json:"allocsPerOp,omitempty"`
-	// Commands are calls and µs per op of each command the servers ran,
-	// those run by scripts included.
-	Commands map[string]commandCost `json:"commands"`
-}
-
-type commandCost struct {
-	CallsPerOp float64 `json:"callsPerOp"`
-	UsPerOp    float64 `json:"usPerOp"`
-}
-
-// entry is one implementation of a scenario with its per-round samples.
-type entry struct {
-	Name    string   `json:"name"`
-	Nodes   int      `json:"nodes"`
-	Samples []sample `json:"samples"`
-
+// setup is how TestInterleaved runs an entry: what its JSON leaves out.
+type setup struct {
 	open  newLocker
 	addrs []string
-}
-
-// scenario is one interleaved comparison.
-type scenario struct {
-	Name      string   `json:"name"`
-	Parallel  bool     `json:"parallel"`
-	Reference string   `json:"reference"`
-	Entries   []*entry `json:"entries"`
-}
-
-// interleaved is what INTERLEAVED_JSON holds.
-type interleaved struct {
-	Rounds    int         `json:"rounds"`
-	Slot      string      `json:"slot"`
-	Scenarios []*scenario `json:"scenarios"`
 }
 
 // TestInterleaved measures every implementation on one server, serial and
@@ -88,48 +50,54 @@ func TestInterleaved(t *testing.T) {
 		name string
 		open newLocker
 	}{{"redislock", newOurs}, {"redislock-durable", newOursDurable}, {"redislock-watched", newWatched}, {"bsm", newBSM}, {"redsync", newRedsync}, {"rueidis", newRueidis}, {"raw", newRaw}}
-	out := interleaved{Rounds: rounds, Slot: slot.String()}
+	out := benchresult.Interleaved{Rounds: rounds, Slot: slot.String()}
+	setups := map[*benchresult.InterleavedEntry]setup{}
+	add := func(sc *benchresult.InterleavedScenario, name string, nl newLocker, servers []string) {
+		e := &benchresult.InterleavedEntry{Name: name, Nodes: len(servers)}
+		sc.Entries = append(sc.Entries, e)
+		setups[e] = setup{nl, servers}
+	}
 	for _, parallel := range []bool{false, true} {
-		sc := &scenario{Name: "single/serial", Parallel: parallel, Reference: "bsm"}
+		sc := &benchresult.InterleavedScenario{Name: "single/serial", Parallel: parallel, Reference: "bsm"}
 		if parallel {
 			sc.Name = "single/parallel"
 		}
 		for _, s := range singles {
-			sc.Entries = append(sc.Entries, &entry{Name: s.name, Nodes: 1, open: s.open, addrs: addrs[:1]})
+			add(sc, s.name, s.open, addrs[:1])
 		}
 		out.Scenarios = append(out.Scenarios, sc)
 	}
-	rl := &scenario{Name: "redlock/serial", Reference: "redislock nodes=1"}
+	rl := &benchresult.InterleavedScenario{Name: "redlock/serial", Reference: "redislock nodes=1"}
 	for _, n := range redlockNodes {
 		for _, im := range []struct {
 			name string
 			open newLocker
 		}{{"redislock", newOurs}, {"redsync", newRedsync}} {
-			rl.Entries = append(rl.Entries, &entry{Name: im.name + " nodes=" + strconv.Itoa(n), Nodes: n, open: im.open, addrs: addrs[:n]})
+			add(rl, im.name+" nodes="+strconv.Itoa(n), im.open, addrs[:n])
 		}
 	}
 	out.Scenarios = append(out.Scenarios, rl)
 	// What waiting for the replicas costs a grant: a master with two
 	// replicas, as the Sentinel and Cluster default waits for them all.
-	replicated := &scenario{Name: "replicated/serial", Reference: "redislock wait=0"}
+	replicated := &benchresult.InterleavedScenario{Name: "replicated/serial", Reference: "redislock wait=0"}
 	master := []string{startReplicated(t, 2)}
 	for _, w := range []struct {
 		name string
 		wait int
 	}{{"0", 0}, {"1", 1}, {"all", redislock.WaitAllReplicas}} {
-		replicated.Entries = append(replicated.Entries, &entry{Name: "redislock wait=" + w.name, Nodes: 1, open: newOursWaiting(w.wait), addrs: master})
+		add(replicated, "redislock wait="+w.name, newOursWaiting(w.wait), master)
 	}
 	out.Scenarios = append(out.Scenarios, replicated)
 
 	for _, sc := range out.Scenarios {
 		lockers := make([]locker, len(sc.Entries))
 		for i, e := range sc.Entries {
-			lockers[i] = open(t, e.open, e.addrs)
+			lockers[i] = open(t, setups[e].open, setups[e].addrs)
 		}
 		for r := range rounds {
 			for k := range sc.Entries {
 				i := (r + k) % len(sc.Entries) // each round starts one further on
-				s, err := measure(lockers[i], sc.Entries[i].addrs, slot, sc.Parallel)
+				s, err := measure(lockers[i], setups[sc.Entries[i]].addrs, slot, sc.Parallel)
 				if err != nil {
 					t.Fatalf("%s %s round %d: %v", sc.Name, sc.Entries[i].Name, r, err)
 				}
@@ -143,7 +111,7 @@ func TestInterleaved(t *testing.T) {
 	for _, sc := range out.Scenarios {
 		t.Logf("%s (median of %d rounds of %v):", sc.Name, rounds, slot)
 		for _, e := range sc.Entries {
-			t.Logf("  %-22s %9.0f ns/op %7.1f µs Redis CPU/op", e.Name, median(e.Samples, func(s sample) float64 { return s.NsPerOp }), median(e.Samples, func(s sample) float64 { return s.CPUUsPerOp }))
+			t.Logf("  %-22s %9.0f ns/op %7.1f µs Redis CPU/op", e.Name, median(e.Samples, func(s benchresult.InterleavedSample) float64 { return s.NsPerOp }), median(e.Samples, func(s benchresult.InterleavedSample) float64 { return s.CPUUsPerOp }))
 		}
 	}
 	if path := os.Getenv("INTERLEAVED_JSON"); path != "" {
@@ -159,11 +127,11 @@ func TestInterleaved(t *testing.T) {
 
 // measure runs acquire+release on fresh keys for one slot and returns
 // what it cost, per op.
-func measure(l locker, addrs []string, slot time.Duration, parallel bool) (sample, error) {
+func measure(l locker, addrs []string, slot time.Duration, parallel bool) (benchresult.InterleavedSample, error) {
 	ctx := context.Background()
 	before, err := serverCounters(ctx, addrs)
 	if err != nil {
-		return sample{}, err
+		return benchresult.InterleavedSample{}, err
 	}
 	var (
 		ops      atomic.Int64
@@ -196,14 +164,14 @@ func measure(l locker, addrs []string, slot time.Duration, parallel bool) (sampl
 	elapsed := time.Since(start)
 	runtime.ReadMemStats(&mem)
 	if firstErr != nil {
-		return sample{}, firstErr
+		return benchresult.InterleavedSample{}, firstErr
 	}
 	after, err := serverCounters(ctx, addrs)
 	if err != nil {
-		return sample{}, err
+		return benchresult.InterleavedSample{}, err
 	}
 	n := float64(ops.Load())
-	s := sample{Ops: int(n), NsPerOp: float64(elapsed.Nanoseconds()) / n, CPUUsPerOp: (after.cpuUs - before.cpuUs) / n, Commands: map[string]commandCost{}}
+	s := benchresult.InterleavedSample{Ops: int(n), NsPerOp: float64(elapsed.Nanoseconds()) / n, CPUUsPerOp: (after.cpuUs - before.cpuUs) / n, Commands: map[string]benchresult.CommandCost{}}
 	if !parallel {
 		s.AllocsPerOp = float64(mem.Mallocs-mallocs) / n
 	}
@@ -221,7 +189,7 @@ func measure(l locker, addrs []string, slot time.Duration, parallel bool) (sampl
 		if calls == 0 {
 			continue
 		}
-		s.Commands[cmd] = commandCost{CallsPerOp: float64(calls) / n, UsPerOp: float64(usec) / n}
+		s.Commands[cmd] = benchresult.CommandCost{CallsPerOp: float64(calls) / n, UsPerOp: float64(usec) / n}
 	}
 	return s, nil
 }
@@ -286,7 +254,7 @@ func (c *counters) add(info string) error {
 }
 
 // median returns the median of f over samples.
-func median(samples []sample, f func(sample) float64) float64 {
+func median(samples []benchresult.InterleavedSample, f func(benchresult.InterleavedSample) float64) float64 {
 	vs := make([]float64, len(samples))
 	for i, s := range samples {
 		vs[i] = f(s)

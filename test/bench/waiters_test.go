@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redislock/redislock/internal/testing/benchresult"
 	"github.com/redislock/redislock/pkg/redislock"
 )
 
@@ -21,27 +22,10 @@ import (
 // that no expiry wakes a waiter.
 const waitersHeld = 10 * time.Minute
 
-// waitersScenario is one way of waiting in TestWaiters, and what it
-// measured.
+// waitersScenario is one way of waiting in TestWaiters: what it measured,
+// and the waiters that it runs.
 type waitersScenario struct {
-	Name    string `json:"name"`
-	Waiters int    `json:"waiters"`
-	Names   int    `json:"names"`
-	// Connections and PubSubConnections are the waiting Client's
-	// connections to the node once every waiter waits (CLIENT LIST, by
-	// client name), PoolSize its go-redis pool's size.
-	Connections       int `json:"connections"`
-	PubSubConnections int `json:"pubsubConnections"`
-	PoolSize          int `json:"poolSize"`
-	// ClientBytes is what the waiters added to the heap and the stacks
-	// in use (runtime.MemStats after a GC).
-	ClientBytes int64 `json:"clientBytes"`
-	// Per handover: the time from the start of a release to a waiter's
-	// ObtainWait returning the lock; the server's CPU over it, counted
-	// until every waiter it woke has tried; its script calls.
-	HandoverSeconds []float64 `json:"handoverSeconds"`
-	RedisCPUSeconds []float64 `json:"redisCpuSeconds"`
-	Scripts         []int64   `json:"scripts"`
+	benchresult.WaitersScenario
 
 	client  *redislock.Client
 	names   []string
@@ -56,12 +40,6 @@ type grant struct {
 	at   time.Time
 	lock *redislock.Lock
 	err  error
-}
-
-// waitersJSON is what WAITERS_JSON receives.
-type waitersJSON struct {
-	Handovers int                `json:"handovers"`
-	Scenarios []*waitersScenario `json:"scenarios"`
 }
 
 // TestWaiters measures ObtainWait with many waiters on one Client against
@@ -99,12 +77,12 @@ func TestWaiters(t *testing.T) {
 		held[name] = l
 	}
 
-	single := &waitersScenario{Name: "single", Waiters: 1, names: []string{"single"}}
-	many := &waitersScenario{Name: "names", Waiters: envInt(t, "WAITERS_NAMES", 10000)}
+	single := &waitersScenario{WaitersScenario: benchresult.WaitersScenario{Name: "single", Waiters: 1}, names: []string{"single"}}
+	many := &waitersScenario{WaitersScenario: benchresult.WaitersScenario{Name: "names", Waiters: envInt(t, "WAITERS_NAMES", 10000)}}
 	for i := range many.Waiters {
 		many.names = append(many.names, fmt.Sprintf("names-%05d", i))
 	}
-	herd := &waitersScenario{Name: "herd", Waiters: envInt(t, "WAITERS_HERD", 1000), names: []string{"herd"}}
+	herd := &waitersScenario{WaitersScenario: benchresult.WaitersScenario{Name: "herd", Waiters: envInt(t, "WAITERS_HERD", 1000)}, names: []string{"herd"}}
 	scenarios := []*waitersScenario{single, many, herd}
 	channels := 0 // subscribed on the server, once every waiter waits
 	for _, sc := range scenarios {
@@ -187,7 +165,11 @@ func TestWaiters(t *testing.T) {
 	}
 	printWaiters(scenarios)
 	if path := os.Getenv("WAITERS_JSON"); path != "" {
-		b, err := json.MarshalIndent(waitersJSON{Handovers: handovers, Scenarios: scenarios}, "", "  ")
+		out := benchresult.Waiters{Handovers: handovers}
+		for _, sc := range scenarios {
+			out.Scenarios = append(out.Scenarios, &sc.WaitersScenario)
+		}
+		b, err := json.MarshalIndent(out, "", "  ")
 		if err != nil {
 			t.Fatal(err)
 		}

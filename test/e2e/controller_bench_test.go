@@ -27,6 +27,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/redislock/redislock/api/v1alpha1"
+	"github.com/redislock/redislock/internal/testing/benchresult"
 	"github.com/redislock/redislock/internal/testing/proc"
 	"github.com/redislock/redislock/internal/testing/redisproc"
 	"github.com/redislock/redislock/internal/testing/redistest"
@@ -105,7 +106,7 @@ func TestControllerBenchmark(t *testing.T) {
 		t.Fatalf("CONTROLLER_BENCH_WINDOW=%q: want a duration of 10s or more", os.Getenv("CONTROLLER_BENCH_WINDOW"))
 	}
 	backends := strings.Split(envOr("CONTROLLER_BENCH_BACKENDS", "single,cluster"), ",")
-	out := controllerJSON{Namespaces: benchNamespaces, Resync: benchResync.String(), Window: window.String(), HandoversPerMinute: handoversPerMinute}
+	out := benchresult.ControllerScale{Namespaces: benchNamespaces, Resync: benchResync.String(), Window: window.String(), HandoversPerMinute: handoversPerMinute}
 	fmt.Printf("\nThe controller (-resync %v): Ready after its start; API requests a minute over %v idle, then over %v of %d handovers a minute, whose lag is timed\n\n", benchResync, window, window, handoversPerMinute)
 	fmt.Println("| backend | RedisLocks | Ready after start | RSS | peak RSS | Go heap | API/min idle | API/min handovers | lag p50 | lag p99 | lag max |")
 	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -126,29 +127,6 @@ func TestControllerBenchmark(t *testing.T) {
 	if path := os.Getenv("CONTROLLER_BENCH_JSON"); path != "" {
 		writeJSON(t, path, out)
 	}
-}
-
-// controllerJSON is what CONTROLLER_BENCH_JSON receives, times in seconds;
-// the field names are the contract with test/bench/cmd/benchreport.
-type controllerJSON struct {
-	Namespaces         int             `json:"namespaces"`
-	Resync             string          `json:"resync"`
-	Window             string          `json:"window"`
-	HandoversPerMinute int             `json:"handoversPerMinute"`
-	Runs               []controllerRun `json:"runs"`
-}
-
-// controllerRun is one backend and count of TestControllerBenchmark.
-type controllerRun struct {
-	Backend              string    `json:"backend"`
-	Locks                int       `json:"locks"`
-	ReadySeconds         float64   `json:"readySeconds"`
-	RSSBytes             int64     `json:"rssBytes"`
-	PeakRSSBytes         int64     `json:"peakRssBytes"`
-	HeapInuseBytes       int64     `json:"heapInuseBytes"`
-	IdleAPIPerMinute     float64   `json:"idleApiPerMinute"`
-	HandoverAPIPerMinute float64   `json:"handoverApiPerMinute"`
-	LagSeconds           []float64 `json:"lagSeconds"`
 }
 
 // benchBackend is the Redis of a run: how RedisLocks reach it, and a lock
@@ -195,7 +173,7 @@ func startBenchBackend(t *testing.T, name string) benchBackend {
 }
 
 // benchScale measures one controller with n RedisLocks on b.
-func benchScale(t *testing.T, b benchBackend, n int, window time.Duration) controllerRun {
+func benchScale(t *testing.T, b benchBackend, n int, window time.Duration) benchresult.ControllerRun {
 	cfg := benchConfig(t)
 	c, err := testenv.Client(cfg)
 	if err != nil {
@@ -248,7 +226,7 @@ func benchScale(t *testing.T, b benchBackend, n int, window time.Duration) contr
 	t.Logf("%d handovers in %v: %v", len(lags), handoverTook.Round(time.Millisecond), loaded)
 
 	mem := readMemory(t, ctrl, metricsAddr)
-	return controllerRun{Backend: b.name, Locks: n, ReadySeconds: ready.Seconds(),
+	return benchresult.ControllerRun{Backend: b.name, Locks: n, ReadySeconds: ready.Seconds(),
 		RSSBytes: mem.rss, PeakRSSBytes: mem.peak, HeapInuseBytes: mem.heap,
 		IdleAPIPerMinute:     (idle.reads() + idle.writes()) / window.Minutes(),
 		HandoverAPIPerMinute: (loaded.reads() + loaded.writes()) / handoverTook.Minutes(),

@@ -19,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/redislock/redislock/internal/testing/benchresult"
 )
 
 // TestFailoverBenchmark compares the sample operator's failover with a
@@ -82,31 +84,17 @@ func TestFailoverBenchmark(t *testing.T) {
 	}
 }
 
-// failoverJSON is what FAILOVER_JSON receives, times in seconds; the field
-// names are the contract with test/bench/cmd/benchreport.
-type failoverJSON struct {
-	Trials        int                  `json:"trials"`
-	LeaseDuration string               `json:"leaseDuration"`
-	RenewDeadline string               `json:"renewDeadline"`
-	RetryPeriod   string               `json:"retryPeriod"`
-	IdleWindow    string               `json:"idleWindow"`
-	Methods       []failoverMethodJSON `json:"methods"`
-}
-
-type failoverMethodJSON struct {
-	Method             string    `json:"method"`
-	CrashSeconds       []float64 `json:"crashSeconds"`
-	GracefulSeconds    []float64 `json:"gracefulSeconds"`
-	APIWritesPerMinute float64   `json:"apiWritesPerMinute"`
+// timing is d as the benchmarks' JSON has it.
+func (d durations) timing() benchresult.Timing {
+	return benchresult.Timing{LeaseDuration: d.lease.String(), RenewDeadline: d.renew.String(), RetryPeriod: d.retry.String()}
 }
 
 // writeFailoverJSON writes every trial of results to path.
 func writeFailoverJSON(t *testing.T, path string, trials int, d durations, window time.Duration, results []benchResult) {
 	t.Helper()
-	out := failoverJSON{Trials: trials, LeaseDuration: d.lease.String(), RenewDeadline: d.renew.String(),
-		RetryPeriod: d.retry.String(), IdleWindow: window.String()}
+	out := benchresult.Failover{Trials: trials, Timing: d.timing(), IdleWindow: window.String()}
 	for _, r := range results {
-		out.Methods = append(out.Methods, failoverMethodJSON{Method: r.method, CrashSeconds: secondsOf(r.crash),
+		out.Methods = append(out.Methods, benchresult.FailoverMethod{Method: r.method, CrashSeconds: secondsOf(r.crash),
 			GracefulSeconds: secondsOf(r.graceful), APIWritesPerMinute: r.writesPerMin})
 	}
 	writeJSON(t, path, out)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redislock/redislock/api/v1alpha1"
 	"github.com/redislock/redislock/internal/controller"
+	"github.com/redislock/redislock/internal/testing/benchresult"
 	"github.com/redislock/redislock/internal/testing/hostile"
 	"github.com/redislock/redislock/internal/testing/testenv"
 	"github.com/redislock/redislock/pkg/redisconn"
@@ -93,7 +94,7 @@ func TestControllerAmongHostileTenants(t *testing.T) {
 	// write floor): a handover right after benchHolder showed would time
 	// that floor, not the controller's lag.
 	pause(2 * time.Second) // the default renewInterval, 2/15 of the 15s ttl
-	out := hostileJSON{Healthy: hostileHealthy, BlackHoles: hostileBlackHoles, Handovers: hostileHandovers, Every: hostileEvery.String()}
+	out := benchresult.HostileTenants{Healthy: hostileHealthy, BlackHoles: hostileBlackHoles, Handovers: hostileHandovers, Every: hostileEvery.String()}
 	// Quiet: the other tenants alone.
 	out.QuietLagSeconds = secondsOf(timeHandovers(t, w, benchLockClient(t, b, "quiet-probe"), "quiet-probe", held[:hostileHandovers], samples[:hostileHandovers], cluster, hostileEvery))
 	out.QuietPeakRSSBytes = readMemory(t, ctrl, metricsAddr).peak
@@ -153,22 +154,6 @@ func TestControllerAmongHostileTenants(t *testing.T) {
 		pctSeconds(out.HostileLagSeconds, 0.5), pctSeconds(out.HostileLagSeconds, 0.99), pctSeconds(out.HostileLagSeconds, 1), out.NewLockReadySeconds)
 	fmt.Printf("\nblack-hole connections accepted: %d; her locks with a status: %d of %d\n", out.BlackHoleConnections, out.BlackHolesShown, hostileBlackHoles)
 	writeJSON(t, path, out)
-}
-
-// hostileJSON is what HOSTILE_BENCH_JSON receives, times in seconds; the
-// field names are the contract with test/bench/cmd/benchreport.
-type hostileJSON struct {
-	Healthy              int       `json:"healthy"`
-	BlackHoles           int       `json:"blackHoles"`
-	Handovers            int       `json:"handovers"`
-	Every                string    `json:"every"`
-	QuietLagSeconds      []float64 `json:"quietLagSeconds"`
-	QuietPeakRSSBytes    int64     `json:"quietPeakRssBytes"`
-	HostileLagSeconds    []float64 `json:"hostileLagSeconds"`
-	HostilePeakRSSBytes  int64     `json:"hostilePeakRssBytes"`
-	NewLockReadySeconds  float64   `json:"newLockReadySeconds"`
-	BlackHoleConnections int       `json:"blackHoleConnections"`
-	BlackHolesShown      int       `json:"blackHolesShown"`
 }
 
 // countShown counts the RedisLocks of ns with a Ready condition: those the

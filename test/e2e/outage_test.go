@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/redislock/redislock/internal/leaderhttp"
+	"github.com/redislock/redislock/internal/testing/benchresult"
 	"github.com/redislock/redislock/internal/testing/redisproc"
 	"github.com/redislock/redislock/internal/testing/redistest"
 )
@@ -65,8 +66,7 @@ func TestLeadershipThroughAPIServerOutage(t *testing.T) {
 		})
 	}
 	if path := os.Getenv("OUTAGE_JSON"); path != "" && len(rows) > 0 {
-		out := outageJSON{Outage: apiServerOutage.String(), Replicas: outageReplicas, RestartBackoff: outageRestartBackoff.String(),
-			LeaseDuration: d.lease.String(), RenewDeadline: d.renew.String(), RetryPeriod: d.retry.String()}
+		out := benchresult.Outage{Outage: apiServerOutage.String(), Replicas: outageReplicas, RestartBackoff: outageRestartBackoff.String(), Timing: d.timing()}
 		for _, r := range rows {
 			out.Methods = append(out.Methods, r.json())
 		}
@@ -74,31 +74,9 @@ func TestLeadershipThroughAPIServerOutage(t *testing.T) {
 	}
 }
 
-// outageJSON is what OUTAGE_JSON receives, times in seconds; the field
-// names are the contract with test/bench/cmd/benchreport.
-type outageJSON struct {
-	Outage         string             `json:"outage"`
-	Replicas       int                `json:"replicas"`
-	RestartBackoff string             `json:"restartBackoff"`
-	LeaseDuration  string             `json:"leaseDuration"`
-	RenewDeadline  string             `json:"renewDeadline"`
-	RetryPeriod    string             `json:"retryPeriod"`
-	Methods        []outageMethodJSON `json:"methods"`
-}
-
-type outageMethodJSON struct {
-	Method                string  `json:"method"`
-	LeaderKeptLeading     bool    `json:"leaderKeptLeading"`
-	LeaderChanges         int     `json:"leaderChanges"`
-	Exits                 int     `json:"exits"`
-	Restarts              int     `json:"restarts"`
-	NoLeaderSeconds       float64 `json:"noLeaderSeconds"`
-	FirstReconcileSeconds float64 `json:"firstReconcileSeconds"`
-}
-
 // json is r as OUTAGE_JSON has it.
-func (r outageRow) json() outageMethodJSON {
-	return outageMethodJSON{Method: r.method, LeaderKeptLeading: r.leaderKeptLeading, LeaderChanges: r.leaderChanges,
+func (r outageRow) json() benchresult.OutageMethod {
+	return benchresult.OutageMethod{Method: r.method, LeaderKeptLeading: r.leaderKeptLeading, LeaderChanges: r.leaderChanges,
 		Exits: r.exits, Restarts: r.restarts, NoLeaderSeconds: r.noLeader.Seconds(), FirstReconcileSeconds: r.firstReconcile.Seconds()}
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/redislock/redislock/internal/testing/benchresult"
 	"github.com/redislock/redislock/internal/testing/redisstats"
 	"github.com/redislock/redislock/internal/testing/redistest"
 )
@@ -115,35 +116,12 @@ func TestSteadyStateBenchmark(t *testing.T) {
 	}
 	fmt.Print(b.String())
 	if path := os.Getenv("STEADY_JSON"); path != "" {
-		out := steadyJSON{Window: window.String(), LeaseDuration: d.lease.String(), RenewDeadline: d.renew.String(), RetryPeriod: d.retry.String()}
+		out := benchresult.SteadyState{Window: window.String(), Timing: d.timing()}
 		for _, r := range results {
 			out.Cases = append(out.Cases, r.json(d))
 		}
 		writeJSON(t, path, out)
 	}
-}
-
-// steadyJSON is what STEADY_JSON receives; the field names are the
-// contract with test/bench/cmd/benchreport.
-type steadyJSON struct {
-	Window        string           `json:"window"`
-	LeaseDuration string           `json:"leaseDuration"`
-	RenewDeadline string           `json:"renewDeadline"`
-	RetryPeriod   string           `json:"retryPeriod"`
-	Cases         []steadyCaseJSON `json:"cases"`
-}
-
-// steadyCaseJSON is one case. The Redis rates are those of the one
-// redis-server, absent for the cases without Redis.
-type steadyCaseJSON struct {
-	Method                  string   `json:"method"` // none, agent, plugin or lease
-	Candidates              int      `json:"candidates"`
-	Seconds                 float64  `json:"seconds"` // the measured window
-	RedisCommandsPerSecond  *float64 `json:"redisCommandsPerSecond,omitempty"`
-	RedisScriptsPerSecond   *float64 `json:"redisScriptsPerSecond,omitempty"`
-	NaturalScriptsPerSecond *float64 `json:"naturalScriptsPerSecond,omitempty"`
-	APIWritesPerMinute      float64  `json:"apiWritesPerMinute"`
-	APIReadsPerMinute       float64  `json:"apiReadsPerMinute"`
 }
 
 type steadyBinaries struct{ redislock, operator string }
@@ -155,9 +133,9 @@ type steadyResult struct {
 }
 
 // json turns r into rates over its measured window.
-func (r steadyResult) json(d durations) steadyCaseJSON {
+func (r steadyResult) json(d durations) benchresult.SteadyCase {
 	s := r.took.Seconds()
-	j := steadyCaseJSON{Method: r.method, Candidates: r.candidates, Seconds: s,
+	j := benchresult.SteadyCase{Method: r.method, Candidates: r.candidates, Seconds: s,
 		APIWritesPerMinute: r.api.writes() * 60 / s, APIReadsPerMinute: r.api.reads() * 60 / s}
 	if r.redis != nil {
 		commands, scripts := float64(r.redis.Total())/s, float64(r.redis.Scripts())/s

@@ -81,16 +81,16 @@ func TestReportHasEverySectionAndPlot(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "bench.txt"), []byte(benchOut), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	write("failover.json", failover{Trials: 3, timing: timing{LeaseDuration: "4s", RenewDeadline: "3s", RetryPeriod: "1s"}, IdleWindow: "30s", Methods: []failoverMethod{
+	write("failover.json", failover{Trials: 3, Timing: timing{LeaseDuration: "4s", RenewDeadline: "3s", RetryPeriod: "1s"}, IdleWindow: "30s", Methods: []failoverMethod{
 		{Method: "redis", CrashSeconds: []float64{3.9, 4.0, 4.1}, GracefulSeconds: []float64{0.004, 0.003, 0}, APIWritesPerMinute: 0},
 		{Method: "lease", CrashSeconds: []float64{5.1, 6.2, 7.3}, GracefulSeconds: []float64{1.1, 1.2, 2.1}, APIWritesPerMinute: 60},
 	}})
-	write("outage.json", outage{Outage: "30s", Replicas: 3, RestartBackoff: "10s", timing: timing{LeaseDuration: "3s", RenewDeadline: "2s", RetryPeriod: "500ms"}, Methods: []outageMethod{
+	write("outage.json", outage{Outage: "30s", Replicas: 3, RestartBackoff: "10s", Timing: timing{LeaseDuration: "3s", RenewDeadline: "2s", RetryPeriod: "500ms"}, Methods: []outageMethod{
 		{Method: "lease", LeaderChanges: 1, Exits: 1, Restarts: 1, NoLeaderSeconds: 27.638, FirstReconcileSeconds: 1.106},
 		{Method: "redis", LeaderKeptLeading: true, FirstReconcileSeconds: 0.0798},
 	}})
 	f := func(v float64) *float64 { return &v }
-	write("steady.json", steadyState{Window: "60s", timing: timing{LeaseDuration: "15s", RenewDeadline: "10s", RetryPeriod: "2s"}, Cases: []steadyCase{
+	write("steady.json", steadyState{Window: "60s", Timing: timing{LeaseDuration: "15s", RenewDeadline: "10s", RetryPeriod: "2s"}, Cases: []steadyCase{
 		{Method: "none", Seconds: 60.01},
 		{Method: "agent", Candidates: 5, Seconds: 60.02, RedisCommandsPerSecond: f(1.234), RedisScriptsPerSecond: f(0.9), NaturalScriptsPerSecond: f(0.833), APIReadsPerMinute: 2},
 		{Method: "plugin", Candidates: 20, Seconds: 60.03, RedisCommandsPerSecond: f(2.5), RedisScriptsPerSecond: f(1.8), NaturalScriptsPerSecond: f(1.833), APIReadsPerMinute: 2},
@@ -104,7 +104,7 @@ func TestReportHasEverySectionAndPlot(t *testing.T) {
 		QuietLagSeconds: []float64{0.01, 0.02, 0.03}, QuietPeakRSSBytes: 40 << 20,
 		HostileLagSeconds: []float64{0.01, 0.02, 0.09}, HostilePeakRSSBytes: 70 << 20,
 		NewLockReadySeconds: 0.5, BlackHoleConnections: 12, BlackHolesShown: 40})
-	write("waiters.json", waiters{Handovers: 2, Scenarios: []waitersScenario{
+	write("waiters.json", waiters{Handovers: 2, Scenarios: []*waitersScenario{
 		{Name: "single", Waiters: 1, Names: 1, Connections: 2, PubSubConnections: 1, PoolSize: 20, ClientBytes: 1 << 20, HandoverSeconds: []float64{0.0004, 0.0005}, RedisCPUSeconds: []float64{0.0002, 0.0003}, Scripts: []int64{2, 2}},
 		{Name: "herd", Waiters: 1000, Names: 1, Connections: 22, PubSubConnections: 1, PoolSize: 20, ClientBytes: 8 << 20, HandoverSeconds: []float64{0.0004, 0.002}, RedisCPUSeconds: []float64{0.02, 0.03}, Scripts: []int64{1000, 999}},
 	}})
@@ -120,8 +120,8 @@ func TestReportHasEverySectionAndPlot(t *testing.T) {
 		}
 		return out
 	}
-	write("interleaved.json", interleaved{Rounds: 3, Slot: "500ms", Scenarios: []interleavedScenario{{
-		Name: "single/serial", Reference: "bsm", Entries: []interleavedEntry{
+	write("interleaved.json", interleaved{Rounds: 3, Slot: "500ms", Scenarios: []*interleavedScenario{{
+		Name: "single/serial", Reference: "bsm", Entries: []*interleavedEntry{
 			{Name: "redislock", Nodes: 1, Samples: ser(90000, 80000, 100000)},
 			{Name: "redislock-durable", Nodes: 1, Samples: ser(90000, 80000, 98000)},
 			{Name: "bsm", Nodes: 1, Samples: ser(100000, 100000, 100000)},

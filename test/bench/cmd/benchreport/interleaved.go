@@ -7,43 +7,18 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/redislock/redislock/internal/testing/benchresult"
 )
 
-// interleaved is what TestInterleaved (test/bench) writes to
-// $INTERLEAVED_JSON; the field names are the contract between the two.
-type interleaved struct {
-	Rounds    int                   `json:"rounds"`
-	Slot      string                `json:"slot"`
-	Scenarios []interleavedScenario `json:"scenarios"`
-}
-
-type interleavedScenario struct {
-	Name      string             `json:"name"`
-	Parallel  bool               `json:"parallel"`
-	Reference string             `json:"reference"`
-	Entries   []interleavedEntry `json:"entries"`
-}
-
-type interleavedEntry struct {
-	Name    string              `json:"name"`
-	Nodes   int                 `json:"nodes"`
-	Samples []interleavedSample `json:"samples"`
-}
-
-// interleavedSample is one slot: per acquire+release, wall time, the
-// servers' CPU, the client's allocations and each command's calls and µs.
-type interleavedSample struct {
-	Ops         int                    `json:"ops"`
-	NsPerOp     float64                `json:"nsPerOp"`
-	CPUUsPerOp  float64                `json:"cpuUsPerOp"`
-	AllocsPerOp float64                `json:"allocsPerOp"`
-	Commands    map[string]commandCost `json:"commands"`
-}
-
-type commandCost struct {
-	CallsPerOp float64 `json:"callsPerOp"`
-	UsPerOp    float64 `json:"usPerOp"`
-}
+// The interleaved input, by the names this report uses.
+type (
+	interleaved         = benchresult.Interleaved
+	interleavedScenario = benchresult.InterleavedScenario
+	interleavedEntry    = benchresult.InterleavedEntry
+	interleavedSample   = benchresult.InterleavedSample
+	commandCost         = benchresult.CommandCost
+)
 
 // metric reads one figure of a sample.
 type metric func(interleavedSample) float64
@@ -71,14 +46,14 @@ func (s spread) String() string {
 	return fmt.Sprintf("%.2f [%.2f–%.2f]", s.median, s.lo, s.hi)
 }
 
-// find returns the scenario and entry so named.
-func (il *interleaved) find(scenario, entry string) (*interleavedEntry, bool) {
-	for i := range il.Scenarios {
-		if il.Scenarios[i].Name != scenario {
+// findEntry returns the entry so named of the scenario so named.
+func findEntry(il *interleaved, scenario, entry string) (*interleavedEntry, bool) {
+	for _, sc := range il.Scenarios {
+		if sc.Name != scenario {
 			continue
 		}
-		for j := range il.Scenarios[i].Entries {
-			if e := &il.Scenarios[i].Entries[j]; e.Name == entry {
+		for _, e := range sc.Entries {
+			if e.Name == entry {
 				return e, true
 			}
 		}
@@ -88,9 +63,9 @@ func (il *interleaved) find(scenario, entry string) (*interleavedEntry, bool) {
 
 // ratio is m of num over m of den in each round (the two ran one after the
 // other in it), as a median and its range.
-func (il *interleaved) ratio(scenario, num, den string, m metric) spread {
-	n, ok1 := il.find(scenario, num)
-	d, ok2 := il.find(scenario, den)
+func ratio(il *interleaved, scenario, num, den string, m metric) spread {
+	n, ok1 := findEntry(il, scenario, num)
+	d, ok2 := findEntry(il, scenario, den)
 	if !ok1 || !ok2 {
 		return spreadOf(nil)
 	}
@@ -103,9 +78,9 @@ func (il *interleaved) ratio(scenario, num, den string, m metric) spread {
 	return spreadOf(rs)
 }
 
-// of is m over the rounds of one entry.
-func (il *interleaved) of(scenario, entry string, m metric) spread {
-	e, ok := il.find(scenario, entry)
+// over is m over the rounds of one entry.
+func over(il *interleaved, scenario, entry string, m metric) spread {
+	e, ok := findEntry(il, scenario, entry)
 	if !ok {
 		return spreadOf(nil)
 	}
@@ -128,11 +103,11 @@ func writeInterleaved(w *strings.Builder, il *interleaved) {
 		for _, e := range sc.Entries {
 			a := "–"
 			if !sc.Parallel {
-				a = strconv.FormatFloat(il.of(sc.Name, e.Name, allocsN).median, 'f', 0, 64)
+				a = strconv.FormatFloat(over(il, sc.Name, e.Name, allocsN).median, 'f', 0, 64)
 			}
 			fmt.Fprintf(w, "| %s | %.1f | %s | %.1f | %s | %s |\n", e.Name,
-				il.of(sc.Name, e.Name, wallNs).median/1e3, il.ratio(sc.Name, e.Name, sc.Reference, wallNs),
-				il.of(sc.Name, e.Name, cpuUs).median, il.ratio(sc.Name, e.Name, sc.Reference, cpuUs), a)
+				over(il, sc.Name, e.Name, wallNs).median/1e3, ratio(il, sc.Name, e.Name, sc.Reference, wallNs),
+				over(il, sc.Name, e.Name, cpuUs).median, ratio(il, sc.Name, e.Name, sc.Reference, cpuUs), a)
 		}
 	}
 }
@@ -156,13 +131,13 @@ func writeCommands(w *strings.Builder, il *interleaved) {
 			}
 			var cells []string
 			for _, c := range slices.Sorted(maps.Keys(names)) {
-				calls := il.of(sc.Name, e.Name, func(s interleavedSample) float64 { return s.Commands[c].CallsPerOp }).median
-				us := il.of(sc.Name, e.Name, func(s interleavedSample) float64 { return s.Commands[c].UsPerOp }).median
+				calls := over(il, sc.Name, e.Name, func(s interleavedSample) float64 { return s.Commands[c].CallsPerOp }).median
+				us := over(il, sc.Name, e.Name, func(s interleavedSample) float64 { return s.Commands[c].UsPerOp }).median
 				if calls >= 0.005 {
 					cells = append(cells, fmt.Sprintf("%s %.2f (%.2f)", strings.ToUpper(c), calls, us))
 				}
 			}
-			fmt.Fprintf(w, "| %s | %.1f | %s |\n", e.Name, il.of(sc.Name, e.Name, cpuUs).median, strings.Join(cells, ", "))
+			fmt.Fprintf(w, "| %s | %.1f | %s |\n", e.Name, over(il, sc.Name, e.Name, cpuUs).median, strings.Join(cells, ", "))
 		}
 	}
 }
@@ -177,24 +152,24 @@ type target struct {
 }
 
 var targets = []target{
-	{"serial wall time: redislock ÷ bsm", func(il *interleaved) spread { return il.ratio("single/serial", "redislock", "bsm", wallNs) }, 1,
+	{"serial wall time: redislock ÷ bsm", func(il *interleaved) spread { return ratio(il, "single/serial", "redislock", "bsm", wallNs) }, 1,
 		"yes: a per-round ratio"},
-	{"parallel wall time: redislock ÷ bsm", func(il *interleaved) spread { return il.ratio("single/parallel", "redislock", "bsm", wallNs) }, 1,
+	{"parallel wall time: redislock ÷ bsm", func(il *interleaved) spread { return ratio(il, "single/parallel", "redislock", "bsm", wallNs) }, 1,
 		"yes: a per-round ratio"},
-	{"Redis CPU per op: redislock ÷ bsm (serial)", func(il *interleaved) spread { return il.ratio("single/serial", "redislock", "bsm", cpuUs) }, 1,
+	{"Redis CPU per op: redislock ÷ bsm (serial)", func(il *interleaved) spread { return ratio(il, "single/serial", "redislock", "bsm", cpuUs) }, 1,
 		"yes: the server's own work"},
-	{"Redis CPU per op: redislock ÷ bsm (parallel)", func(il *interleaved) spread { return il.ratio("single/parallel", "redislock", "bsm", cpuUs) }, 1,
+	{"Redis CPU per op: redislock ÷ bsm (parallel)", func(il *interleaved) spread { return ratio(il, "single/parallel", "redislock", "bsm", cpuUs) }, 1,
 		"yes: the server's own work"},
-	{"allocations per op: redislock (serial)", func(il *interleaved) spread { return il.of("single/serial", "redislock", allocsN) }, 25,
+	{"allocations per op: redislock (serial)", func(il *interleaved) spread { return over(il, "single/serial", "redislock", allocsN) }, 25,
 		"yes: a count"},
 	{"Redis CPU per op: Redlock 5 nodes ÷ 1 node (redislock)", func(il *interleaved) spread {
-		return il.ratio("redlock/serial", "redislock nodes=5", "redislock nodes=1", cpuUs)
+		return ratio(il, "redlock/serial", "redislock nodes=5", "redislock nodes=1", cpuUs)
 	}, 5.5, "yes: the servers' own work"},
 	{"restart guard, wall time: redislock ÷ redislock-durable (serial)", func(il *interleaved) spread {
-		return il.ratio("single/serial", "redislock", "redislock-durable", wallNs)
+		return ratio(il, "single/serial", "redislock", "redislock-durable", wallNs)
 	}, 1.03, "yes: a per-round ratio, though within 3% the spread decides"},
 	{"restart guard, Redis CPU: redislock ÷ redislock-durable (serial)", func(il *interleaved) spread {
-		return il.ratio("single/serial", "redislock", "redislock-durable", cpuUs)
+		return ratio(il, "single/serial", "redislock", "redislock-durable", cpuUs)
 	}, 1.03, "yes: the server's own work"},
 }
 

@@ -122,7 +122,7 @@ func (rp report) markdown(w *strings.Builder, plots map[string]plotFile) {
 	fmt.Fprintln(w)
 	if f := rp.failover; f != nil {
 		fmt.Fprintf(w, "Three replicas of `test/e2e/sampleoperator` against an envtest API server; %d trials each of kill -9 (crash) and SIGTERM (graceful) of the leader, timed to the next replica's LEADING line. Both methods with the same timing: %s. API writes are the election's writes to Leases and RedisLocks over %s of an idle fleet.\n",
-			f.Trials, f.timing, f.IdleWindow)
+			f.Trials, f.Timing, f.IdleWindow)
 		fmt.Fprintln(w)
 		fmt.Fprintln(w, "| method | crash p50 | crash p90 | crash max | graceful p50 | graceful p90 | graceful max | election API writes/min |")
 		fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|")
@@ -142,7 +142,7 @@ func (rp report) markdown(w *strings.Builder, plots map[string]plotFile) {
 	fmt.Fprintln(w)
 	if o := rp.outage; o != nil {
 		fmt.Fprintf(w, "%d replicas of `test/e2e/sampleoperator` per method against an envtest API server; kube-apiserver stopped (SIGSTOP) for %s, then resumed; exited replicas restarted as a kubelet would (after %s, doubling). \"Time with no leader\" is from the stop on, while no replica led; \"API back to first reconcile\" is from the resume to the leader's write for a ConfigMap changed once the API answered. Both methods with the same timing: %s. The run fails unless the RedisLock's leader led throughout and Lease's leader exited.\n",
-			o.Replicas, o.Outage, o.RestartBackoff, o.timing)
+			o.Replicas, o.Outage, o.RestartBackoff, o.Timing)
 		fmt.Fprintln(w)
 		fmt.Fprintln(w, "| method | leader kept leading | leadership changes | exits | restarts | time with no leader | API back to first reconcile |")
 		fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|")
@@ -159,7 +159,7 @@ func (rp report) markdown(w *strings.Builder, plots map[string]plotFile) {
 	fmt.Fprintln(w)
 	if st := rp.steady; st != nil {
 		fmt.Fprintf(w, "N candidates of one election against an envtest API server, counted over %s once a leader settled (the rates use the measured time; the run fails if the leader changed). Redis agent: `redislock agent` processes, as the webhook injects them; Redis plugin: `test/e2e/sampleoperator` with `pkg/election`; Lease: the same operator with controller-runtime's Lease election. All three with the same timing: %s. ",
-			st.Window, st.timing)
+			st.Window, st.Timing)
 		fmt.Fprintln(w, "Redis: every command the one redis-server ran (`INFO commandstats`, the commands scripts run counted too), the `redislock controller`'s (which shows the holder) included; scripts are the lock operations, against E1's natural rate (the leader's renewal per renewInterval, one attempt per ttl from each standby and from the controller). API: kube-apiserver's own `apiserver_request_total` on Leases, RedisLocks, Events, Pods and Secrets, the same count for every method: writes are create, update, patch and delete; reads are get, list and watch (a watch counts when it ends). The API server runs without its identity Lease, so it makes no requests of its own there; \"no election\" is the control: the same count with nothing running.")
 		fmt.Fprintln(w)
 		fmt.Fprintln(w, "| method | candidates | Redis commands/s | Redis scripts/s | E1 natural scripts/s | API writes/min | API reads/min |")

@@ -1,0 +1,218 @@
+// Package benchresult holds the JSON shapes the benchmark tests write
+// (test/e2e's and test/bench's) and test/bench/cmd/benchreport reads, one
+// owner each: a writer and the report cannot disagree on a field's name.
+package benchresult
+
+import "fmt"
+
+// Timing is the election timing a benchmark gave every method, as
+// durations ("15s"); for Redis, the RedisLock's ttl, renewDeadline and
+// renewInterval. Failover, SteadyState and Outage embed it.
+type Timing struct {
+	LeaseDuration string `json:"leaseDuration"`
+	RenewDeadline string `json:"renewDeadline"`
+	RetryPeriod   string `json:"retryPeriod"`
+}
+
+// String is the timing as the report says it.
+func (t Timing) String() string {
+	return fmt.Sprintf("LeaseDuration (a RedisLock's ttl) %s, RenewDeadline %s, RetryPeriod (renewInterval) %s", t.LeaseDuration, t.RenewDeadline, t.RetryPeriod)
+}
+
+// Failover is what TestFailoverBenchmark (test/e2e) writes to
+// $FAILOVER_JSON, times in seconds.
+type Failover struct {
+	Trials int `json:"trials"`
+	Timing
+	IdleWindow string           `json:"idleWindow"`
+	Methods    []FailoverMethod `json:"methods"`
+}
+
+// FailoverMethod is one election method's trials.
+type FailoverMethod struct {
+	Method             string    `json:"method"` // redis or lease
+	CrashSeconds       []float64 `json:"crashSeconds"`
+	GracefulSeconds    []float64 `json:"gracefulSeconds"`
+	APIWritesPerMinute float64   `json:"apiWritesPerMinute"`
+}
+
+// ControllerScale is what TestControllerBenchmark (test/e2e) writes to
+// $CONTROLLER_BENCH_JSON, times in seconds.
+type ControllerScale struct {
+	Namespaces         int             `json:"namespaces"`
+	Resync             string          `json:"resync"`
+	Window             string          `json:"window"`
+	HandoversPerMinute int             `json:"handoversPerMinute"`
+	Runs               []ControllerRun `json:"runs"`
+}
+
+// ControllerRun is one backend and count of RedisLocks of
+// TestControllerBenchmark.
+type ControllerRun struct {
+	Backend              string    `json:"backend"`
+	Locks                int       `json:"locks"`
+	ReadySeconds         float64   `json:"readySeconds"` // from the controller's start
+	RSSBytes             int64     `json:"rssBytes"`     // at the end
+	PeakRSSBytes         int64     `json:"peakRssBytes"`
+	HeapInuseBytes       int64     `json:"heapInuseBytes"`
+	IdleAPIPerMinute     float64   `json:"idleApiPerMinute"`
+	HandoverAPIPerMinute float64   `json:"handoverApiPerMinute"`
+	LagSeconds           []float64 `json:"lagSeconds"` // per handover, in order
+}
+
+// HostileTenants is what TestControllerAmongHostileTenants (test/e2e)
+// writes to $HOSTILE_BENCH_JSON, times in seconds.
+type HostileTenants struct {
+	Healthy              int       `json:"healthy"`
+	BlackHoles           int       `json:"blackHoles"`
+	Handovers            int       `json:"handovers"`
+	Every                string    `json:"every"`
+	QuietLagSeconds      []float64 `json:"quietLagSeconds"`
+	QuietPeakRSSBytes    int64     `json:"quietPeakRssBytes"`
+	HostileLagSeconds    []float64 `json:"hostileLagSeconds"`
+	HostilePeakRSSBytes  int64     `json:"hostilePeakRssBytes"`
+	NewLockReadySeconds  float64   `json:"newLockReadySeconds"`
+	BlackHoleConnections int       `json:"blackHoleConnections"`
+	BlackHolesShown      int       `json:"blackHolesShown"`
+}
+
+// SteadyState is what TestSteadyStateBenchmark (test/e2e) writes to
+// $STEADY_JSON.
+type SteadyState struct {
+	Window string `json:"window"`
+	Timing
+	Cases []SteadyCase `json:"cases"`
+}
+
+// SteadyCase is one method at one number of candidates, as rates over
+// the measured window. The Redis rates are those of the one redis-server,
+// nil (absent from the JSON) for the cases without Redis.
+type SteadyCase struct {
+	Method                  string   `json:"method"` // none, agent, plugin or lease
+	Candidates              int      `json:"candidates"`
+	Seconds                 float64  `json:"seconds"` // the measured window
+	RedisCommandsPerSecond  *float64 `json:"redisCommandsPerSecond,omitempty"`
+	RedisScriptsPerSecond   *float64 `json:"redisScriptsPerSecond,omitempty"`
+	NaturalScriptsPerSecond *float64 `json:"naturalScriptsPerSecond,omitempty"`
+	APIWritesPerMinute      float64  `json:"apiWritesPerMinute"`
+	APIReadsPerMinute       float64  `json:"apiReadsPerMinute"`
+}
+
+// Outage is what TestLeadershipThroughAPIServerOutage (test/e2e) writes
+// to $OUTAGE_JSON, times in seconds.
+type Outage struct {
+	Outage         string `json:"outage"` // how long kube-apiserver was stopped
+	Replicas       int    `json:"replicas"`
+	RestartBackoff string `json:"restartBackoff"` // an exited replica's first restart, doubling after
+	Timing
+	Methods []OutageMethod `json:"methods"`
+}
+
+// OutageMethod is what one election method did through the outage.
+type OutageMethod struct {
+	Method                string  `json:"method"` // redis or lease
+	LeaderKeptLeading     bool    `json:"leaderKeptLeading"`
+	LeaderChanges         int     `json:"leaderChanges"`
+	Exits                 int     `json:"exits"`
+	Restarts              int     `json:"restarts"`
+	NoLeaderSeconds       float64 `json:"noLeaderSeconds"`       // from the stop on, no replica leading
+	FirstReconcileSeconds float64 `json:"firstReconcileSeconds"` // from the resume to the first reconcile's write
+}
+
+// Waiters is what TestWaiters (test/bench) writes to $WAITERS_JSON.
+type Waiters struct {
+	Handovers int                `json:"handovers"`
+	Scenarios []*WaitersScenario `json:"scenarios"`
+}
+
+// WaitersScenario is one way of waiting in TestWaiters, and what it
+// measured: its Client's connections and memory, and per handover its
+// time, the server's CPU and scripts.
+type WaitersScenario struct {
+	Name    string `json:"name"`
+	Waiters int    `json:"waiters"`
+	Names   int    `json:"names"`
+	// Connections and PubSubConnections are the waiting Client's
+	// connections to the node once every waiter waits (CLIENT LIST, by
+	// client name), PoolSize its go-redis pool's size.
+	Connections       int `json:"connections"`
+	PubSubConnections int `json:"pubsubConnections"`
+	PoolSize          int `json:"poolSize"`
+	// ClientBytes is what the waiters added to the heap and the stacks
+	// in use (runtime.MemStats after a GC).
+	ClientBytes int64 `json:"clientBytes"`
+	// Per handover: the time from the start of a release to a waiter's
+	// ObtainWait returning the lock; the server's CPU over it, counted
+	// until every waiter it woke has tried; its script calls.
+	HandoverSeconds []float64 `json:"handoverSeconds"`
+	RedisCPUSeconds []float64 `json:"redisCpuSeconds"`
+	Scripts         []int64   `json:"scripts"`
+}
+
+// ClusterEvents is what TestClusterEvents (test/bench) writes to
+// $CLUSTER_EVENTS_JSON.
+type ClusterEvents struct {
+	Masters  int                 `json:"masters"`
+	Replicas int                 `json:"replicas"`
+	Cycles   int                 `json:"cycles"`
+	Cases    []ClusterEventsCase `json:"cases"`
+}
+
+// ClusterEventsCase is one way of announcing Cycles grants and releases:
+// the pub/sub messages the nodes sent each other on the cluster bus, and
+// how many nodes received any.
+type ClusterEventsCase struct {
+	Name         string `json:"name"`
+	Events       int    `json:"events"`
+	BusMessages  int    `json:"busMessages"`
+	NodesReached int    `json:"nodesReached"`
+}
+
+// Interleaved is what TestInterleaved (test/bench) writes to
+// $INTERLEAVED_JSON: every implementation's samples, slot by slot in
+// interleaved rounds.
+type Interleaved struct {
+	Rounds    int                    `json:"rounds"`
+	Slot      string                 `json:"slot"`
+	Scenarios []*InterleavedScenario `json:"scenarios"`
+}
+
+// InterleavedScenario is one interleaved comparison; the report's ratios
+// are to its Reference entry.
+type InterleavedScenario struct {
+	Name      string              `json:"name"`
+	Parallel  bool                `json:"parallel"`
+	Reference string              `json:"reference"`
+	Entries   []*InterleavedEntry `json:"entries"`
+}
+
+// InterleavedEntry is one implementation of a scenario with its per-round
+// samples.
+type InterleavedEntry struct {
+	Name    string              `json:"name"`
+	Nodes   int                 `json:"nodes"`
+	Samples []InterleavedSample `json:"samples"`
+}
+
+// InterleavedSample is one slot of one implementation: per
+// acquire+release, wall time, the servers' CPU, the client's allocations
+// and each command's calls and µs.
+type InterleavedSample struct {
+	Ops int `json:"ops"`
+	// NsPerOp is wall time per acquire+release.
+	NsPerOp float64 `json:"nsPerOp"`
+	// CPUUsPerOp is the servers' CPU (all nodes together) per op, in µs.
+	CPUUsPerOp float64 `json:"cpuUsPerOp"`
+	// AllocsPerOp is heap allocations per op in the benchmark process
+	// (serial slots only: a parallel slot's goroutines share the count).
+	AllocsPerOp float64 `json:"allocsPerOp,omitempty"`
+	// Commands are calls and µs per op of each command the servers ran,
+	// those run by scripts included.
+	Commands map[string]CommandCost `json:"commands"`
+}
+
+// CommandCost is what one command cost the servers per acquire+release.
+type CommandCost struct {
+	CallsPerOp float64 `json:"callsPerOp"`
+	UsPerOp    float64 `json:"usPerOp"`
+}
