@@ -46,13 +46,14 @@ test:
 	step "lint: golangci-lint run ./... (a few minutes with a cold lint cache)" $(MAKE) --no-print-directory lint && \
 	step "verify-generated: controller-gen, then git status of api, config, charts" $(MAKE) --no-print-directory verify-generated && \
 	step "bench vet: go vet in the test/bench module" sh -c 'cd test/bench && $(GO) vet ./...' && \
-	step "test-unit: the unit rung (builds every test binary with the race detector first: minutes when cold)" $(MAKE) --no-print-directory test-unit && \
-	step "test-integration: the integration rung" $(MAKE) --no-print-directory test-integration && \
-	step "test-e2e: the e2e rung" $(MAKE) --no-print-directory test-e2e && \
-	step "test-soak: the soak rung" $(MAKE) --no-print-directory test-soak
+	step "test-unit: the unit rung (builds every test binary with the race detector first: minutes when cold)" env $(TEST_ENV) hack/test-rung.sh unit && \
+	step "test-integration and test-e2e: the two rungs side by side (the first busies the CPUs, the second mostly waits on timers)" \
+		env $(TEST_ENV) hack/test-rung.sh integration e2e && \
+	step "test-soak: the soak rung" env $(TEST_ENV) hack/test-rung.sh soak
 
 # The test ladder (CONTRIBUTING.md): four rungs, fastest first, each run by hack/test-rung.sh,
-# which prints its time; make test runs them in order and stops at the first that fails.
+# which prints its time. make test runs them in order, but integration and e2e side by side,
+# and stops at the first step that fails.
 TEST_ENV = GO="$(GO)" GOTEST="$(GOTEST)" MAKE="$(MAKE)" KUBEBUILDER_ASSETS=$$($(TOOLS) --print-assets) HELM=$$($(TOOLS) --print helm) THIRD_PARTY_CRDS=$$($(TOOLS) --print crds)
 
 ## test-unit: the unit rung, about a minute warm: pure logic, the chart's renders, the docs, layout
