@@ -11,7 +11,7 @@
 #                them pkg/redislock on valkey-server
 #   e2e          test/e2e, with a chaos run of CHAOS_SMOKE per deployment
 #   soak         SOAK_TESTS, with a chaos run of CHAOS_SOAK per deployment,
-#                and beside them make cluster-test
+#                then make cluster-test
 set -u
 GOTEST=${GOTEST:-go test -race -count=1 -timeout=40m}
 GO=${GO:-go}
@@ -58,10 +58,8 @@ run() {
 		;;
 	e2e) REDISLOCK_RUNG=e2e CHAOS_DURATION=${CHAOS_SMOKE:-15s} $GOTEST ./test/e2e/... ;;
 	soak)
-		beside "soak: the soak tests" \
-			"REDISLOCK_RUNG=soak CHAOS_DURATION=${CHAOS_SOAK:-40s} $GOTEST -run '$SOAK_TESTS' ./pkg/redislock/ ./test/e2e/" \
-			"soak: the real single-node cluster" \
-			"${MAKE:-make} --no-print-directory cluster-test"
+		REDISLOCK_RUNG=soak CHAOS_DURATION=${CHAOS_SOAK:-40s} $GOTEST -run "$SOAK_TESTS" ./pkg/redislock/ ./test/e2e/ &&
+			${MAKE:-make} --no-print-directory cluster-test
 		;;
 	*)
 		echo "test-rung.sh: no rung $1: unit, integration, e2e or soak" >&2

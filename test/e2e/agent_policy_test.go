@@ -71,9 +71,23 @@ func TestAgentPolicyLeavesAPodOnlyItsOwnLeaderLabel(t *testing.T) {
 		err := patch(asAgent, "worker-b", image("worker-b", fmt.Sprintf("example.test/evil:%d", tries)))
 		return err != nil && strings.Contains(err.Error(), "pod worker-a may not change the spec of pod worker-b (policy redislock-agent-pod-guard)")
 	})
-	for _, tc := range []struct {
-		name, pod, body, refusal string
-	}{
+	// try runs each case as the agent: "" wants the patch admitted,
+	// anything else a refusal that says it.
+	type patchCase struct{ name, pod, body, refusal string }
+	try := func(mode string, cases []patchCase) {
+		for _, tc := range cases {
+			t.Run(mode+"/"+tc.name, func(t *testing.T) {
+				err := patch(asAgent, tc.pod, tc.body)
+				switch {
+				case tc.refusal == "" && err != nil:
+					t.Fatalf("refused: %v", err)
+				case tc.refusal != "" && (err == nil || !strings.Contains(err.Error(), tc.refusal)):
+					t.Fatalf("got %v; want a refusal saying %q", err, tc.refusal)
+				}
+			})
+		}
+	}
+	try("by default", []patchCase{
 		{"another pod's label", "worker-b", `{"metadata":{"labels":{"app":"other"}}}`, ""},
 		{"another pod's annotation", "worker-b", `{"metadata":{"annotations":{"airflow/state":"running"}}}`, ""},
 		{"its own leader label", "worker-a", `{"metadata":{"labels":{"redislock.io/leader":"true"}}}`, ""},
@@ -81,17 +95,7 @@ func TestAgentPolicyLeavesAPodOnlyItsOwnLeaderLabel(t *testing.T) {
 		{"another pod's leader label", "worker-b", `{"metadata":{"labels":{"redislock.io/leader":"true"}}}`, "pod worker-a may change only its own redislock.io/leader label, not pod worker-b"},
 		{"a leader label that is no boolean", "worker-a", `{"metadata":{"labels":{"redislock.io/leader":"maybe"}}}`, "the label redislock.io/leader is true or false"},
 		{"its own image", "worker-a", image("worker-a", "example.test/evil:1"), "may not change the spec of pod worker-a"},
-	} {
-		t.Run("by default/"+tc.name, func(t *testing.T) {
-			err := patch(asAgent, tc.pod, tc.body)
-			switch {
-			case tc.refusal == "" && err != nil:
-				t.Fatalf("refused: %v", err)
-			case tc.refusal != "" && (err == nil || !strings.Contains(err.Error(), tc.refusal)):
-				t.Fatalf("got %v; want a refusal saying %q", err, tc.refusal)
-			}
-		})
-	}
+	})
 	mustKubectl(t, "label", "namespace", ns, "redislock.io/agent-policy=off")
 	waitUntil(t, 30*time.Second, "the opt-out to let the agent's role change another pod's image", func() bool {
 		return patch(asAgent, "worker-b", image("worker-b", "example.test/other:1")) == nil
@@ -101,9 +105,7 @@ func TestAgentPolicyLeavesAPodOnlyItsOwnLeaderLabel(t *testing.T) {
 		err := patch(asAgent, "worker-b", `{"metadata":{"labels":{"app":"worker"}}}`)
 		return err != nil && strings.Contains(err.Error(), "redislock-agent-pod-label")
 	})
-	for _, tc := range []struct {
-		name, pod, body, refusal string
-	}{
+	try("enforced", []patchCase{
 		{"its own leader label", "worker-a", `{"metadata":{"labels":{"redislock.io/leader":"true"}}}`, ""},
 		{"its own leader label back", "worker-a", `{"metadata":{"labels":{"redislock.io/leader":"false"}}}`, ""},
 		{"a leader label that is no boolean", "worker-a", `{"metadata":{"labels":{"redislock.io/leader":"maybe"}}}`, "the label redislock.io/leader is true or false"},
@@ -112,17 +114,7 @@ func TestAgentPolicyLeavesAPodOnlyItsOwnLeaderLabel(t *testing.T) {
 		{"an annotation", "worker-a", `{"metadata":{"annotations":{"x":"y"}}}`, "not its spec, annotations"},
 		// Refused by both policies; either may answer.
 		{"its image", "worker-a", image("worker-a", "example.test/evil:1"), "spec"},
-	} {
-		t.Run("enforced/"+tc.name, func(t *testing.T) {
-			err := patch(asAgent, tc.pod, tc.body)
-			switch {
-			case tc.refusal == "" && err != nil:
-				t.Fatalf("refused: %v", err)
-			case tc.refusal != "" && (err == nil || !strings.Contains(err.Error(), tc.refusal)):
-				t.Fatalf("got %v; want a refusal saying %q", err, tc.refusal)
-			}
-		})
-	}
+	})
 	if err := patch(admin, "worker-b", `{"metadata":{"labels":{"app":"relabelled"}}}`); err != nil {
 		t.Fatalf("a user's relabel, with no pod-bound token: %v; want it allowed", err)
 	}

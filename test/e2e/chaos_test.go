@@ -40,6 +40,11 @@ import (
 // every earlier one (S3), and a leader back within a bound after each
 // fault (L1). CHAOS_SEED replays a run.
 func TestChaos(t *testing.T) {
+	// With the other parallel tests, after the sequential ones: in make
+	// test, once the integration rung beside them has ended (its CPU load
+	// and two deployments' proxies in this one process left a Redlock's
+	// 200ms node timeouts unmet for 16s).
+	t.Parallel()
 	window := 40 * time.Second
 	if v := os.Getenv("CHAOS_DURATION"); v != "" {
 		d, err := time.ParseDuration(v)
