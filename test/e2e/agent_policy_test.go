@@ -95,6 +95,8 @@ func TestAgentPolicyLeavesAPodOnlyItsOwnLeaderLabel(t *testing.T) {
 		{"another pod's leader label", "worker-b", `{"metadata":{"labels":{"redislock.io/leader":"true"}}}`, "pod worker-a may change only its own redislock.io/leader label, not pod worker-b"},
 		{"a leader label that is no boolean", "worker-a", `{"metadata":{"labels":{"redislock.io/leader":"maybe"}}}`, "the label redislock.io/leader is true or false"},
 		{"its own image", "worker-a", image("worker-a", "example.test/evil:1"), "may not change the spec of pod worker-a"},
+		{"another pod's owners", "worker-b", `{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":"gone","uid":"00000000-0000-0000-0000-000000000001"}]}}`, "pod worker-a may not change the owners of pod worker-b"},
+		{"its own leader label removed", "worker-a", `{"metadata":{"labels":{"redislock.io/leader":null}}}`, ""},
 	})
 	mustKubectl(t, "label", "namespace", ns, "redislock.io/agent-policy=off")
 	waitUntil(t, 30*time.Second, "the opt-out to let the agent's role change another pod's image", func() bool {
@@ -113,7 +115,7 @@ func TestAgentPolicyLeavesAPodOnlyItsOwnLeaderLabel(t *testing.T) {
 		{"another label of its own", "worker-a", `{"metadata":{"labels":{"app":"evil"}}}`, "no other label"},
 		{"an annotation", "worker-a", `{"metadata":{"annotations":{"x":"y"}}}`, "not its spec, annotations"},
 		// Refused by both policies; either may answer.
-		{"its image", "worker-a", image("worker-a", "example.test/evil:1"), "spec"},
+		{"its image", "worker-a", image("worker-a", "example.test/evil:1"), "(policy redislock-agent-pod-"},
 	})
 	if err := patch(admin, "worker-b", `{"metadata":{"labels":{"app":"relabelled"}}}`); err != nil {
 		t.Fatalf("a user's relabel, with no pod-bound token: %v; want it allowed", err)

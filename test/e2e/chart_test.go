@@ -813,3 +813,35 @@ func TestHelmTwoReleasesOfOneNameCollideClearly(t *testing.T) {
 		t.Fatalf("a second release with a name of its own: %v\n%s", err, out)
 	}
 }
+
+// The agent's default pod policy comes with agentRole.create, and
+// agentRole.podGuard=false leaves it out (and it alone).
+func TestHelmAgentPodGuardIsOptional(t *testing.T) {
+	names := func(objs []map[string]any) []string {
+		var ns []string
+		for _, o := range objs {
+			if n := at(o, "metadata.name").(string); strings.HasPrefix(n, "redislock-agent-pod-") {
+				ns = append(ns, o["kind"].(string)+"/"+n)
+			}
+		}
+		slices.Sort(ns)
+		return ns
+	}
+	guard := []string{"ValidatingAdmissionPolicy/redislock-agent-pod-guard", "ValidatingAdmissionPolicyBinding/redislock-agent-pod-guard"}
+	label := []string{"ValidatingAdmissionPolicy/redislock-agent-pod-label", "ValidatingAdmissionPolicyBinding/redislock-agent-pod-label"}
+	for _, tc := range []struct {
+		name   string
+		values []string
+		want   []string
+	}{
+		{"by default", nil, slices.Sorted(slices.Values(append(slices.Clone(guard), label...)))},
+		{"without the guard", []string{"--set", "agentRole.podGuard=false"}, label},
+		{"without the agent's roles", []string{"--set", "agentRole.create=false"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := names(render(t, chartDir(), tc.values...)); !slices.Equal(got, tc.want) {
+				t.Errorf("rendered %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
