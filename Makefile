@@ -100,7 +100,7 @@ bench-failover: redis tools
 
 ## chaos: the chaos run of test/e2e for longer (CHAOS_DURATION per Redis deployment, default 10m;
 ## CHAOS_SEED replays one; CHAOS_WAIT_REPLICAS sets Sentinel's waitReplicas instead of the default;
-## CHAOS_RUN=TestChaos/cluster runs one deployment). make test runs it for 15s (e2e rung) and 40s (soak rung) per deployment, two at a time.
+## CHAOS_RUN=TestChaos/cluster runs one deployment). make test runs it for 40s per deployment (soak rung), two at a time.
 chaos: redis tools
 	CHAOS_DURATION=$${CHAOS_DURATION:-10m} KUBEBUILDER_ASSETS=$$($(TOOLS) --print-assets) $(GO) test -count=1 -timeout 0 -run $${CHAOS_RUN:-TestChaos} -v ./test/e2e/
 

@@ -46,6 +46,10 @@ func TestSoakTestsAreListed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// make test's e2e rung skips TestChaos, leaving it to the soak rung.
+	if !soak.MatchString("TestChaos") {
+		t.Errorf("SOAK_TESTS (%s) does not name TestChaos, which make test runs only in the soak rung", m[1])
+	}
 	if len(found) < 2 {
 		t.Errorf("found %d soak tests (%v); want the two cost budgets at least: has the way they are marked changed?", len(found), found)
 	}

@@ -375,8 +375,10 @@ type RedisLockStatus struct {
 	LeaderTransitions int32 `json:"leaderTransitions"`
 	// fencingToken is the latest fencing token handed out for the lock:
 	// the current holder's while one holds it on a single node. On
-	// Redlock it may rise during a term (read while an acquisition was
-	// still raising the nodes' counters to its token); it never falls.
+	// Redlock it is the highest counter of the nodes that answered: it may
+	// rise during a term (read while an acquisition was still raising the
+	// nodes' counters to its token), and read lower while a node that
+	// holds a higher counter does not answer.
 	// +optional
 	FencingToken int64 `json:"fencingToken,omitempty"`
 	// nodes reports each Redis node, in the order of spec.redis.addrs, in

@@ -81,7 +81,6 @@ const costWindow = 30 * time.Second
 // counted over the same window for all.
 func TestElectionCostStaysWithinBudget(t *testing.T) {
 	rung.SoakTest(t)
-	t.Parallel()
 	var es []*costElection
 	for _, d := range costDeployments {
 		candidate, nodes := d.start(t)

@@ -25,7 +25,6 @@ const waitCostWindow = 15 * time.Second
 // waiter that polls, or wakes itself, fails at once.
 func TestObtainWaitCostStaysWithinBudget(t *testing.T) {
 	rung.SoakTest(t)
-	t.Parallel()
 	type waitElection struct {
 		name    string
 		nodes   []redis.UniversalClient

@@ -76,8 +76,9 @@ func TestDemoRunsTheWholeSystemAndCleansUp(t *testing.T) {
 	// FENCE is status.fencingToken, the latest token handed out for the
 	// lock: on Redlock, an observer may read it while an acquisition is
 	// still raising the nodes' counters to the new token, so it may rise
-	// during a term (the demo's lock is a Redlock). It never falls: not
-	// within a term, nor from one holder to the next (S3).
+	// during a term (the demo's lock is a Redlock). With every node
+	// answering, as in the demo, it never falls: not within a term, nor
+	// from one holder to the next (S3).
 	fences := map[string]int64{} // the last FENCE of each lock and holder
 	last := map[string]int64{}   // the last FENCE of each lock
 	for line := range strings.Lines(got) {

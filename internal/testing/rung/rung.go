@@ -38,7 +38,7 @@ func NeedServers(t testing.TB) {
 
 // SoakTest marks t as a soak test: it runs in the soak rung and in a
 // plain go test, and is skipped in a run for another rung. The soak rung
-// selects its tests by name (the Makefile's SOAK_TESTS), and a test checks
+// selects its tests by name (SOAK_TESTS in hack/test-rung.sh), and a test checks
 // that every test that calls SoakTest is in that list.
 func SoakTest(t testing.TB) {
 	t.Helper()
