@@ -26,6 +26,7 @@ SOAK_TESTS='^(TestElectionCostStaysWithinBudget|TestObtainWaitCostStaysWithinBud
 # have ended, and fails if any failed.
 beside() {
 	dir=$(mktemp -d)
+	trap 'rm -rf "$dir"' EXIT
 	i=0
 	while [ $# -gt 0 ]; do
 		i=$((i + 1))

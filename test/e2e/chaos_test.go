@@ -27,6 +27,7 @@ import (
 	"github.com/redislock/redislock/internal/testing/proc"
 	"github.com/redislock/redislock/internal/testing/redisproc"
 	"github.com/redislock/redislock/internal/testing/redistest"
+	"github.com/redislock/redislock/internal/testing/rung"
 )
 
 // TestChaos attacks one lock and its five candidates (three agents, two
@@ -44,6 +45,7 @@ func TestChaos(t *testing.T) {
 	// test, once the integration rung beside them has ended (its CPU load
 	// and two deployments' proxies in this one process left a Redlock's
 	// 200ms node timeouts unmet for 16s).
+	rung.NeedServers(t) // before its binaries are built
 	t.Parallel()
 	window := 40 * time.Second
 	if v := os.Getenv("CHAOS_DURATION"); v != "" {
