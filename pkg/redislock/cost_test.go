@@ -68,8 +68,43 @@ var costDeployments = []costDeployment{
 // it, so it need not be short.
 var costTiming = redislock.Timing{TTL: 3 * time.Second, RenewInterval: 500 * time.Millisecond, RenewDeadline: 2 * time.Second}
 
-// costWindow is how long each state's cost is counted.
-const costWindow = 30 * time.Second
+// costRenewals is how many renewals by a leader each counting window
+// lasts: it ends on that condition, not on the clock, so a window holds
+// the same work on a loaded machine as on a quiet one (about 10 s here,
+// a little over three ttls, so each standby attempts about three times).
+const costRenewals = 20
+
+// renewals is a redislock.Metrics that counts the successful renewals of
+// every Client given it: the windows' clock.
+type renewals struct{ n atomic.Int64 }
+
+func (r *renewals) Renew(_ string, _ time.Duration, err error) {
+	if err == nil {
+		r.n.Add(1)
+	}
+}
+func (*renewals) Acquire(string, time.Duration, error) {}
+func (*renewals) Lost(string)                          {}
+func (*renewals) Transition(string)                    {}
+func (*renewals) Wait(string, time.Duration, error)    {}
+
+// waitRenewals waits until each counter has counted costRenewals more than
+// it had at from: each state has settled and a leader (or holder) has
+// renewed that many times since. A counter that stops counting (no leader
+// emerged) fails t after the restart guard, a ttl and the renewals, three
+// times over.
+func waitRenewals(t *testing.T, rs []*renewals, from []int64) {
+	t.Helper()
+	deadline := 3 * (costTiming.TTL + time.Second + costRenewals*costTiming.RenewInterval)
+	waitFor(t, deadline, fmt.Sprintf("%d renewals", costRenewals), func() bool {
+		for i, r := range rs {
+			if r.n.Load()-from[i] < costRenewals {
+				return false
+			}
+		}
+		return true
+	})
+}
 
 // E1: one leader and four standbys cost each node about one renewal per
 // RenewInterval and one attempt per TTL per standby, counted with INFO
@@ -78,7 +113,7 @@ const costWindow = 30 * time.Second
 // is deleted on one node. A loop that wakes itself (a give-back that
 // publishes "released", a retry without backoff) costs thousands of calls a
 // second and fails at once. The deployments run side by side, each state
-// counted over the same window for all.
+// counted until each has seen costRenewals renewals by its leader.
 func TestElectionCostStaysWithinBudget(t *testing.T) {
 	rung.SoakTest(t)
 	var es []*costElection
@@ -134,16 +169,19 @@ func TestElectionCostStaysWithinBudget(t *testing.T) {
 	}
 }
 
-// measureAll counts each election's commands over one costWindow, from
-// just before act brings it into state, and checks them: act returns how
-// many leadership changes the state must have (-1 for any).
+// measureAll counts each election's commands from just before act brings
+// it into state until every election's leader has renewed costRenewals
+// times since, and checks them: act returns how many leadership changes
+// the state must have (-1 for any).
 func measureAll(es []*costElection, state string, act func(*costElection) int) {
 	ms := make([]costWindowStart, len(es))
+	rs, from := make([]*renewals, len(es)), make([]int64, len(es))
 	for i, e := range es {
 		ms[i] = e.begin()
+		rs[i], from[i] = &e.renewals, e.renewals.n.Load()
 		ms[i].want = act(e)
 	}
-	time.Sleep(costWindow) // the counting window, not a wait for a condition
+	waitRenewals(es[0].t, rs, from)
 	for i, e := range es {
 		e.end(state, ms[i])
 	}
@@ -159,11 +197,12 @@ type costElection struct {
 	newClients  func() []redis.UniversalClient
 	nodes       []redis.UniversalClient
 	j           journal
+	renewals    renewals // of all its candidates
 	cands       []*candidate
 }
 
 func (e *costElection) start(identity string) *candidate {
-	c, err := redislock.New(e.newClients(), &redislock.Options{Identity: identity, NodeTimeout: 200 * time.Millisecond})
+	c, err := redislock.New(e.newClients(), &redislock.Options{Identity: identity, NodeTimeout: 200 * time.Millisecond, Metrics: &e.renewals})
 	if err != nil {
 		e.t.Fatal(err)
 	}

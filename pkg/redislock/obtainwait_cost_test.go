@@ -14,15 +14,13 @@ import (
 	"github.com/redislock/redislock/pkg/redislock"
 )
 
-// waitCostWindow is how long each state's cost is counted.
-const waitCostWindow = 15 * time.Second
-
 // E1 for ObtainWait: four waiters cost each node about one attempt per
 // ttl each while another holds the lock and renews (they sleep until the
 // holder's keys would expire), and the same after a release that all of
 // them race for, of which exactly one wins, counted with INFO
-// commandstats against the cost test's budget (redisstats.Budget). A
-// waiter that polls, or wakes itself, fails at once.
+// commandstats against the cost test's budget (redisstats.Budget) until
+// the holder has renewed costRenewals times. A waiter that polls, or wakes
+// itself, fails at once.
 func TestObtainWaitCostStaysWithinBudget(t *testing.T) {
 	rung.SoakTest(t)
 	type waitElection struct {
@@ -30,6 +28,7 @@ func TestObtainWaitCostStaysWithinBudget(t *testing.T) {
 		nodes   []redis.UniversalClient
 		release func()
 		wins    atomic.Int64
+		renewed renewals // by the holder and the waiters
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -38,7 +37,7 @@ func TestObtainWaitCostStaysWithinBudget(t *testing.T) {
 		candidate, nodes := d.start(t)
 		e := &waitElection{name: d.name, nodes: nodes}
 		newLocks := func(identity string) *redislock.Client {
-			c, err := redislock.New(candidate(), &redislock.Options{Identity: identity, NodeTimeout: 200 * time.Millisecond})
+			c, err := redislock.New(candidate(), &redislock.Options{Identity: identity, NodeTimeout: 200 * time.Millisecond, Metrics: &e.renewed})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -84,7 +83,9 @@ func TestObtainWaitCostStaysWithinBudget(t *testing.T) {
 	}
 	measure := func(state string, act func(*waitElection), standbys, wins int) {
 		ws := make([]*redisstats.Window, len(es))
+		rs, from := make([]*renewals, len(es)), make([]int64, len(es))
 		for i, e := range es {
+			rs[i], from[i] = &e.renewed, e.renewed.n.Load()
 			w, err := redisstats.Begin(context.Background(), e.nodes...)
 			if err != nil {
 				t.Fatal(err)
@@ -92,7 +93,7 @@ func TestObtainWaitCostStaysWithinBudget(t *testing.T) {
 			ws[i] = w
 			act(e)
 		}
-		time.Sleep(waitCostWindow) // the counting window, not a wait for a condition
+		waitRenewals(t, rs, from)
 		for i, e := range es {
 			counts, took, err := ws[i].End(context.Background())
 			if err != nil {
