@@ -17,21 +17,24 @@
 set -u
 GOTEST=${GOTEST:-go test -race -count=1 -timeout=40m}
 GO=${GO:-go}
+self=$0
 # The soak rung's tests, by name: each calls rung.SoakTest, but TestChaos,
 # which the e2e rung runs too, shorter (TestSoakTestsAreListed checks it).
 SOAK_TESTS='^(TestElectionCostStaysWithinBudget|TestObtainWaitCostStaysWithinBudget|TestChaos)$'
 
-# beside NAME CMD NAME CMD...: runs each CMD (a shell command line) side by
-# side, its output kept in a file; prints each output, in order, once all
+# beside NAME CMD NAME CMD...: runs each CMD (a shell command line, in
+# which $0 is this script) side by side, its output kept in a file; prints each output, in order, once all
 # have ended, and fails if any failed.
 beside() {
 	dir=$(mktemp -d)
+	# Interrupted, it shows what each command printed so far.
+	trap 'for f in "$dir"/[0-9]*; do case $f in *.rc | *.name) ;; *) [ -f "$f" ] && cat "$f" ;; esac; done; rm -rf "$dir"; exit 130' INT TERM
 	trap 'rm -rf "$dir"' EXIT
 	i=0
 	while [ $# -gt 0 ]; do
 		i=$((i + 1))
 		echo "$1: started; its output follows when it ends" >&2
-		(sh -c "$2" >"$dir/$i" 2>&1; echo $? >"$dir/$i.rc") &
+		(sh -c "$2" "$self" >"$dir/$i" 2>&1; echo $? >"$dir/$i.rc") &
 		echo "$1" >"$dir/$i.name"
 		shift 2
 	done
@@ -54,10 +57,12 @@ run() {
 	integration)
 		# pkg/redislock, the longest, first: go test starts packages in
 		# the order given.
+		pkgs=$($GO list ./...) || return
+		pkgs=$(echo "$pkgs" | grep -v -e /test/e2e -e /test/cluster -e '/pkg/redislock$' | tr '\n' ' ')
 		beside "integration: pkg/redislock on valkey-server" \
 			"REDISLOCK_RUNG=integration REDISLOCK_TEST_SERVER=valkey-server $GOTEST ./pkg/redislock/" \
 			"integration: every package but test/e2e and test/cluster" \
-			"REDISLOCK_RUNG=integration $GOTEST ./pkg/redislock/ \$($GO list ./... | grep -v -e /test/e2e -e /test/cluster -e '/pkg/redislock\$')"
+			"REDISLOCK_RUNG=integration $GOTEST ./pkg/redislock/ $pkgs"
 		;;
 	e2e)
 		if [ "${CHAOS_SMOKE:-15s}" = 0 ]; then
@@ -99,8 +104,11 @@ if [ $# = 1 ]; then
 	timed "$1"
 	exit
 fi
-args=""
+# beside's arguments, NAME CMD pairs, built in place of the rungs: no eval,
+# and the CMD names this script as $0, so a path with spaces or quotes in it
+# stays one word.
 for r in "$@"; do
-	args="$args test-$r '$0 $r'"
+	shift
+	set -- "$@" "test-$r" "\"\$0\" $r"
 done
-eval "beside $args"
+beside "$@"
