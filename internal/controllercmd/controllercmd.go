@@ -115,6 +115,7 @@ func (c config) managerOptions(scheme *runtime.Scheme) ctrl.Options {
 		Scheme:                 scheme,
 		Metrics:                metricsOptions(c.metricsAddr, c.metricsSecure),
 		HealthProbeBindAddress: c.probeAddr,
+		PprofBindAddress:       c.pprofAddr,
 		LeaderElection:         c.leaderElect,
 		LeaderElectionID:       c.leaderElectionID,
 		// The Lease's namespace: the pod's (the chart and kustomize set

@@ -27,6 +27,7 @@ type config struct {
 	metricsAddr      string
 	metricsSecure    bool
 	probeAddr        string
+	pprofAddr        string
 	leaderElect      bool
 	leaderElectionID string
 	// leaderLock is -leader-election-redislock; empty without it.
@@ -53,6 +54,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint; 0 turns it off")
 	fs.BoolVar(&c.metricsSecure, "metrics-secure", false, "serve /metrics over HTTPS (a self-signed certificate) to clients whose bearer token the API server authenticates and authorizes for GET /metrics (TokenReview and SubjectAccessReview)")
 	fs.StringVar(&c.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+	fs.StringVar(&c.pprofAddr, "pprof-bind-address", "", "address of Go's /debug/pprof profiles (heap, CPU, goroutines), unauthenticated: bind it to localhost or keep it off the pod's network; empty turns it off")
 	fs.BoolVar(&c.leaderElect, "leader-elect", false, "elect one active controller among replicas (a Lease in the controller's namespace)")
 	fs.StringVar(&c.leaderElectionID, "leader-election-id", "redislock-controller", "the Lease's name, with -leader-elect")
 	leaderRedisLock := fs.String("leader-election-redislock", "", "NAMESPACE/NAME: elect one active controller among replicas with this RedisLock instead of a Lease")

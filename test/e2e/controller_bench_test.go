@@ -2,10 +2,13 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -88,6 +91,11 @@ var controllerResources = []string{"redislocks", "redisconnections", "clusterred
 //	CONTROLLER_BENCH_WINDOW   the idle window, and the handovers' (60s)
 //	CONTROLLER_BENCH_JSON     a file to write the results to, for
 //	                          test/bench/cmd/benchreport (optional)
+//	CONTROLLER_BENCH_HEAP_DIR a directory for the controller's heap
+//	                          profile at the end of each run
+//	                          (heap-BACKEND-N.pb.gz; go tool pprof reads
+//	                          it), served by its -pprof-bind-address
+//	                          (optional)
 func TestControllerBenchmark(t *testing.T) {
 	locksEnv := os.Getenv("CONTROLLER_BENCH_LOCKS")
 	if locksEnv == "" {
@@ -184,10 +192,10 @@ func benchScale(t *testing.T, b benchBackend, n int, window time.Duration) bench
 	locks := benchLocks(t, c, n, b.spec, run)
 	createAll(t, c, locks)
 
-	metricsAddr := freeAddr(t)
+	metricsAddr, pprofAddr := freeAddr(t), freeAddr(t)
 	cpuBefore := controlPlaneCPU(t)
 	start := time.Now()
-	ctrl := startController(t, nil, "-metrics-bind-address="+metricsAddr, "-resync="+benchResync.String())
+	ctrl := startController(t, nil, "-metrics-bind-address="+metricsAddr, "-pprof-bind-address="+pprofAddr, "-resync="+benchResync.String())
 	// Registered after the controller's own cleanup, so it runs first:
 	// the controller removes the finalizers of the deleted locks.
 	t.Cleanup(func() { deleteBenchLocks(t, c, w, locks) })
@@ -226,6 +234,12 @@ func benchScale(t *testing.T, b benchBackend, n int, window time.Duration) bench
 	t.Logf("%d handovers in %v: %v", len(lags), handoverTook.Round(time.Millisecond), loaded)
 
 	mem := readMemory(t, ctrl, metricsAddr)
+	if dir := os.Getenv("CONTROLLER_BENCH_HEAP_DIR"); dir != "" {
+		profile := heapProfile(t, pprofAddr)
+		if err := os.WriteFile(filepath.Join(dir, "heap-"+run+".pb.gz"), profile, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	return benchresult.ControllerRun{Backend: b.name, Locks: n, ReadySeconds: ready.Seconds(),
 		RSSBytes: mem.rss, PeakRSSBytes: mem.peak, HeapInuseBytes: mem.heap,
 		IdleAPIPerMinute:     (idle.reads() + idle.writes()) / window.Minutes(),
@@ -560,6 +574,26 @@ func readMemory(t *testing.T, ctrl *proc.Process, addr string) memory {
 		t.Fatal(err)
 	}
 	return m
+}
+
+// heapProfile fetches the heap profile (gzipped protobuf, as go tool pprof
+// reads it) from a controller's -pprof-bind-address.
+func heapProfile(t *testing.T, addr string) []byte {
+	t.Helper()
+	hc := http.Client{Timeout: 30 * time.Second}
+	resp, err := hc.Get("http://" + addr + "/debug/pprof/heap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK || !bytes.HasPrefix(body, []byte{0x1f, 0x8b}) {
+		t.Fatalf("GET /debug/pprof/heap from the controller: %s, %d bytes starting %q; want 200 and a gzipped profile", resp.Status, len(body), body[:min(len(body), 16)])
+	}
+	return body
 }
 
 // heapInuse reads go_memstats_heap_inuse_bytes from the /metrics at addr.

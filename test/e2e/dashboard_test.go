@@ -67,8 +67,8 @@ func TestDashboardNamesOnlyServedMetrics(t *testing.T) {
 	}
 
 	s := redistest.Start(t, redisproc.Options{Password: "dash-pass"})
-	metrics := freeAddr(t)
-	startController(t, nil, "-metrics-bind-address="+metrics)
+	metrics, pprof := freeAddr(t), freeAddr(t)
+	startController(t, nil, "-metrics-bind-address="+metrics, "-pprof-bind-address="+pprof)
 	ns := newNamespace(t)
 	applyRedisLock(t, ns, "worker", s, "dash-pass", faultTiming)
 	fl, ids, p := startAgents(t, ns, "worker", agentUser(t, ns))
@@ -117,4 +117,7 @@ func TestDashboardNamesOnlyServedMetrics(t *testing.T) {
 		}
 	}
 	t.Logf("the dashboard names %d metrics, all served: %v", len(named), slices.Sorted(maps.Keys(named)))
+	// The profiles docs/install.md points an operator to, beside the
+	// metrics.
+	heapProfile(t, pprof)
 }
