@@ -20,6 +20,12 @@ const (
 	allocs = "allocs/op"
 )
 
+// oneLock is the prefix of BenchmarkOneLock's sub-benchmarks, and
+// oneLockImpls its implementations in table order.
+const oneLock = "BenchmarkOneLock/"
+
+var oneLockImpls = []string{"redislock", "bsm", "rueidis"}
+
 // redlock is the prefix of BenchmarkRedlock's sub-benchmarks over n nodes.
 func redlock(n int) string { return "BenchmarkRedlock/nodes=" + strconv.Itoa(n) + "/" }
 
@@ -94,6 +100,17 @@ func writeThroughput(w *strings.Builder, r results) {
 			r.cell(name+"/serial", allocs), r.cell(name+"/parallel", allocs),
 			ratioCell(r, name+"/serial", single+"redislock/serial"),
 			ratioCell(r, name+"/parallel", single+"redislock/parallel"))
+	}
+}
+
+// writeOneLock writes BenchmarkOneLock's table: every goroutine waiting
+// for one lock, as rueidislock's README measures it.
+func writeOneLock(w *strings.Builder, r results) {
+	fmt.Fprintln(w, "| impl | µs/op | allocs/op | redislock ÷ impl throughput |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|")
+	for _, im := range oneLockImpls {
+		name := oneLock + im
+		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", im, usCell(r, name), r.cell(name, allocs), ratioCell(r, name, oneLock+"redislock"))
 	}
 }
 

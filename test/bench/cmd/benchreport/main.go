@@ -74,6 +74,8 @@ func run(stdout io.Writer, dir string, rp report) error {
 	tables.WriteString("\n")
 	writeRedlock(&tables, r)
 	tables.WriteString("\n")
+	writeOneLock(&tables, r)
+	tables.WriteString("\n")
 	writeChecks(&tables, r)
 	if _, err := io.WriteString(stdout, tables.String()); err != nil {
 		return err

@@ -112,6 +112,12 @@ func (rp report) markdown(w *strings.Builder, plots map[string]plotFile) {
 	writeRedlock(w, rp.bench)
 	img("redlock", "Redlock latency against nodes")
 
+	fmt.Fprintln(w, "\n## One lock, every goroutine waiting for it")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "rueidislock's own benchmark (its README: `RunParallel`, GOMAXPROCS goroutines each taking and releasing the same lock): redislock's `ObtainWait`, woken by the holder's release; rueidislock's `WithContext`; bsm, which cannot wait, retried at once on `ErrNotObtained` as that README does. Medians of the `-count` runs.")
+	fmt.Fprintln(w)
+	writeOneLock(w, rp.bench)
+
 	fmt.Fprintln(w, "\n### Ratios of the `go test -bench` figures")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Not noise-robust: each sub-benchmark runs at its own moment, and the machine's load moves in between; the Targets above are the verdict.")
