@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/redislock/redislock/internal/testing/redisproc"
 	"github.com/redislock/redislock/internal/testing/redistest"
@@ -147,13 +148,75 @@ func TestReleaseWatchesShareOneSubscriptionPerNode(t *testing.T) {
 	for _, stop := range stops {
 		stop()
 	}
-	waitFor(t, 10*time.Second, "the pub/sub connections to close once no watch is left", func() bool {
+	waitFor(t, redislock.SubscriptionLinger+10*time.Second, "the pub/sub connections to close once no watch is left", func() bool {
 		for _, s := range servers {
 			if pubsubClients(t, s) != 0 {
 				return false
 			}
 		}
 		return true
+	})
+}
+
+// A subscription outlives its last watch by SubscriptionLinger: a watch
+// that comes within it dials no new connection and hears a release, and
+// the connection closes once the linger has passed with nothing watched.
+// Waiters that come and go, goroutines of one process taking turns on a
+// lock, otherwise dialled one connection per few handovers.
+func TestASubscriptionLingersForTheNextWatch(t *testing.T) {
+	t.Parallel()
+	s := redistest.Start(t, redisproc.Options{})
+	clk := testingclock.NewFakeClock(time.Now())
+	c, err := redislock.New(redistest.Clients(t, s), &redislock.Options{AssumeDurable: true, Identity: "waiter", Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := s.Client()
+	t.Cleanup(func() { _ = admin.Close() })
+	ctx := context.Background()
+	stat := func(section, field string) int64 {
+		t.Helper()
+		info, err := admin.Info(ctx, section).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(info, "\r\n") {
+			if v, ok := strings.CutPrefix(line, field+":"); ok {
+				var n int64
+				if _, err := fmt.Sscan(v, &n); err != nil {
+					t.Fatal(err)
+				}
+				return n
+			}
+		}
+		t.Fatalf("INFO %s has no %s", section, field)
+		return 0
+	}
+	holder := newClient(t, "holder", s)
+	obtainAndRelease(t, holder, "warm-up") // its connection, counted in before
+	before := stat("clients", "connected_clients")
+	_, stop := c.WatchReleases(ctx, "job")
+	stop()
+	dialled := stat("stats", "total_connections_received")
+	wake, stop := c.WatchReleases(ctx, "job")
+	defer stop()
+	if got := stat("stats", "total_connections_received"); got != dialled {
+		t.Errorf("a watch right after the last one left dialled %d new connections; want 0, the lingering subscription", got-dialled)
+	}
+	obtainAndRelease(t, holder, "job")
+	select {
+	case <-wake:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the watch on the lingering subscription heard no release")
+	}
+	stop()
+	// The clock stands still: the connection stays.
+	if got := stat("clients", "connected_clients"); got != before+1 {
+		t.Errorf("%d connections with nothing watched and no time passed; want %d, the lingering subscription", got, before+1)
+	}
+	clk.Step(redislock.SubscriptionLinger)
+	waitFor(t, 10*time.Second, "the lingering subscription to close", func() bool {
+		return stat("clients", "connected_clients") == before
 	})
 }
 

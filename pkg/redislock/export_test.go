@@ -33,6 +33,10 @@ func EventsChannel(name string) string { return keysFor(DefaultKeyPrefix, name).
 // PINGs.
 const CheckEvery = checkEvery
 
+// SubscriptionLinger is how long a subscription stays open with nothing
+// watched.
+const SubscriptionLinger = subscriptionLinger
+
 // KeepSubscription is keepSubscription, for tests that listen as a Client
 // does.
 var KeepSubscription = keepSubscription

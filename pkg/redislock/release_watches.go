@@ -5,16 +5,19 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
+	"k8s.io/utils/clock"
 )
 
 // releaseWatches multiplexes one Client's watches (WatchReleases and
 // WatchEvents) on one node, as Redisson does: a lock's events channel is
 // subscribed while at least one watch wants it, a message wakes exactly
 // the watches of its lock, and a subscription (one connection) exists only
-// while something is watched. Ten thousand waiters on ten thousand names
-// hold one connection per node, not ten thousand.
+// while something is watched, and for subscriptionLinger after. Ten
+// thousand waiters on ten thousand names hold one connection per node, not
+// ten thousand.
 //
 // On a Redis Cluster the scripts publish with SPUBLISH, which stays within
 // the shard of the lock's slot, so the channels are subscribed with
@@ -44,13 +47,28 @@ type releaseWatches struct {
 	turns map[string][]*releaseWatch
 }
 
+// subscriptionLinger is how long a subscription (its connection) stays
+// open once nothing is watched on it; its channels are unsubscribed at
+// once. Waiters that come and go (ObtainWait in a loop, the goroutines of
+// one process taking turns on a lock) would otherwise dial and
+// authenticate a new connection each time the last one leaves: with two
+// goroutines taking turns on one lock, once per eight handovers, a fifth
+// of their time. It is shorter than checkEvery, and the UNSUBSCRIBE's
+// confirmation restarts keepSubscription's silence, so an idle
+// subscription sends no PING before it closes.
+const subscriptionLinger = 5 * time.Second
+
 // shardSub is one subscription and its keeper; stop ends the keeper,
-// which closes the subscription and then done.
+// which closes the subscription and then done. idle is the timer that
+// closes it while no channel is subscribed on it, and lingers counts
+// those timers, so that one stopped too late closes nothing.
 type shardSub struct {
 	sub      *redis.PubSub
 	stop     context.CancelFunc
 	done     chan struct{}
 	channels int
+	idle     clock.Timer
+	lingers  int
 }
 
 // releaseWatch is one WatchReleases or WatchEvents call, on every node: a
@@ -141,6 +159,10 @@ func (r *releaseWatches) attach(ctx context.Context, channel string) {
 	r.outstanding[channel]++
 	r.shardOf[channel] = key
 	if s := r.shards[key]; s != nil {
+		if s.idle != nil {
+			s.idle.Stop()
+			s.idle = nil
+		}
 		s.channels++
 		if err := r.n.subscribe(context.WithoutCancel(ctx), s.sub, channel); err != nil {
 			r.c.opts.Logger.V(1).Info("subscribe failed; the keeper subscribes again", "node", r.n.name, "error", err.Error())
@@ -344,18 +366,32 @@ func (r *releaseWatches) remove(ctx context.Context, channel string, w *releaseW
 	}
 	delete(r.watches, channel)
 	key := r.shardOf[channel]
-	last := r.detach(channel)
-	if last == nil {
-		if s := r.shards[key]; s != nil {
-			if err := r.n.unsubscribe(ctx, s.sub, channel); err != nil {
-				r.c.opts.Logger.V(1).Info("unsubscribe failed", "node", r.n.name, "error", err.Error())
-			}
+	if last := r.detach(channel); last != nil {
+		// Kept open for subscriptionLinger, for the next watch.
+		r.shards[key] = last
+		last.lingers++
+		gen := last.lingers
+		last.idle = r.c.opts.Clock.AfterFunc(subscriptionLinger, func() { r.closeIdle(key, last, gen) })
+	}
+	if s := r.shards[key]; s != nil {
+		if err := r.n.unsubscribe(ctx, s.sub, channel); err != nil {
+			r.c.opts.Logger.V(1).Info("unsubscribe failed", "node", r.n.name, "error", err.Error())
 		}
+	}
+	r.mu.Unlock()
+}
+
+// closeIdle closes s, the subscription under key, if its linger number gen
+// ended with no channel subscribed on it again.
+func (r *releaseWatches) closeIdle(key string, s *shardSub, gen int) {
+	r.mu.Lock()
+	if r.shards[key] != s || s.channels > 0 || s.lingers != gen {
 		r.mu.Unlock()
 		return
 	}
+	delete(r.shards, key)
 	// Confirmations still to come for channels nobody watches any more
-	// have no one to release.
+	// have no one to release, and will not come.
 	for ch := range r.outstanding {
 		if r.watches[ch] == nil {
 			delete(r.outstanding, ch)
@@ -363,7 +399,7 @@ func (r *releaseWatches) remove(ctx context.Context, channel string, w *releaseW
 		}
 	}
 	r.mu.Unlock()
-	last.stop()
-	_ = last.sub.Close()
-	<-last.done
+	s.stop()
+	_ = s.sub.Close()
+	<-s.done
 }
