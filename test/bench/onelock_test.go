@@ -26,7 +26,7 @@ func BenchmarkOneLock(b *testing.B) {
 	for _, im := range []struct {
 		name string
 		new  newLocker
-	}{{"redislock", newOurs}, {"bsm", newBSM}, {"rueidis", newRueidis}} {
+	}{{"redislock", newOurs}, {"bsm", newBSM}, {"rueidis", newRueidisLooping}} {
 		b.Run(im.name, func(b *testing.B) {
 			w := open(b, im.new, addrs).(waiter)
 			key := nextKey()
