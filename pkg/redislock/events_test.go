@@ -91,6 +91,12 @@ func pubsubClients(t *testing.T, s *redisproc.Server) int {
 func TestReleaseWatchesShareOneSubscriptionPerNode(t *testing.T) {
 	servers := []*redisproc.Server{redistest.Start(t, redisproc.Options{}), redistest.Start(t, redisproc.Options{}), redistest.Start(t, redisproc.Options{})}
 	c := newClient(t, "waiter", servers...)
+	holder := newClient(t, "holder", servers...)
+	obtainAndRelease(t, holder, "warm-up") // its connections, counted in base
+	base := make([]int, len(servers))
+	for i, s := range servers {
+		base[i] = connections(t, s)
+	}
 	ctx := context.Background()
 	const n = 200
 	wakes := make([]<-chan struct{}, n)
@@ -121,7 +127,7 @@ func TestReleaseWatchesShareOneSubscriptionPerNode(t *testing.T) {
 		}
 		_ = admin.Close()
 	}
-	l, err := newClient(t, "holder", servers...).Obtain(ctx, "job-7", time.Minute)
+	l, err := holder.Obtain(ctx, "job-7", time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,14 +154,27 @@ func TestReleaseWatchesShareOneSubscriptionPerNode(t *testing.T) {
 	for _, stop := range stops {
 		stop()
 	}
+	// Unsubscribed, a connection loses its pub/sub flag: count them all.
 	waitFor(t, redislock.SubscriptionLinger+10*time.Second, "the pub/sub connections to close once no watch is left", func() bool {
-		for _, s := range servers {
-			if pubsubClients(t, s) != 0 {
+		for i, s := range servers {
+			if connections(t, s) != base[i] {
 				return false
 			}
 		}
 		return true
 	})
+}
+
+// connections is how many connections s has, the one asking included.
+func connections(t *testing.T, s *redisproc.Server) int {
+	t.Helper()
+	c := s.Client()
+	defer func() { _ = c.Close() }()
+	list, err := c.ClientList(context.Background()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(strings.Split(strings.TrimSpace(list), "\n"))
 }
 
 // A subscription outlives its last watch by SubscriptionLinger: a watch

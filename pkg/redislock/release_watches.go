@@ -49,7 +49,9 @@ type releaseWatches struct {
 
 // subscriptionLinger is how long a subscription (its connection) stays
 // open once nothing is watched on it; its channels are unsubscribed at
-// once. Waiters that come and go (ObtainWait in a loop, the goroutines of
+// once. Not on a Redis Cluster: there the reply to our own SUNSUBSCRIBE
+// reads as the server dropping a moved channel, and a connection with no
+// channel that reconnects goes to a random node, not the shard's master. Waiters that come and go (ObtainWait in a loop, the goroutines of
 // one process taking turns on a lock) would otherwise dial and
 // authenticate a new connection each time the last one leaves: with two
 // goroutines taking turns on one lock, once per eight handovers, a fifth
@@ -175,7 +177,7 @@ func (r *releaseWatches) attach(ctx context.Context, channel string) {
 	go func() {
 		defer close(s.done)
 		defer s.sub.Close() //nolint:errcheck // a second Close after remove's says only that it is closed
-		keepSubscription(keep, r.c.opts.Clock, r.c.opts.Logger, s.sub, func(ctx context.Context) error { return r.resubscribe(ctx, key) }, r.deliver, func(m *redis.Subscription) { r.confirmed(ctx, key, m) })
+		keepSubscription(keep, r.c.opts.Clock, r.c.opts.Logger, s.sub, func(ctx context.Context) error { return r.resubscribe(ctx, key) }, r.deliver, func(m *redis.Subscription) { r.confirmed(keep, key, m) })
 	}()
 }
 
@@ -340,8 +342,9 @@ func (r *releaseWatches) confirmed(ctx context.Context, key string, m *redis.Sub
 }
 
 // remove ends w's watch of channel: the last watch of a channel
-// unsubscribes it, and the last channel of a shard closes the shard's
-// subscription.
+// unsubscribes it, and the last channel of a shard leaves the shard's
+// subscription open for subscriptionLinger (closes it at once on a Redis
+// Cluster: see subscriptionLinger).
 func (r *releaseWatches) remove(ctx context.Context, channel string, w *releaseWatch) {
 	r.mu.Lock()
 	ws := r.watches[channel]
@@ -366,19 +369,45 @@ func (r *releaseWatches) remove(ctx context.Context, channel string, w *releaseW
 	}
 	delete(r.watches, channel)
 	key := r.shardOf[channel]
-	if last := r.detach(channel); last != nil {
-		// Kept open for subscriptionLinger, for the next watch.
-		r.shards[key] = last
-		last.lingers++
-		gen := last.lingers
-		last.idle = r.c.opts.Clock.AfterFunc(subscriptionLinger, func() { r.closeIdle(key, last, gen) })
+	last := r.detach(channel)
+	if last != nil && r.n.cluster == nil {
+		// Kept open for subscriptionLinger, for the next watch. The
+		// timer's goroutine closes it: a fake clock runs AfterFunc's
+		// function while it holds its lock, which Stop (in attach, under
+		// r.mu) and the keeper's timers take too.
+		s := last
+		r.shards[key] = s
+		s.lingers++
+		gen := s.lingers
+		s.idle = r.c.opts.Clock.AfterFunc(subscriptionLinger, func() { go r.closeIdle(key, s, gen) })
+		last = nil
 	}
-	if s := r.shards[key]; s != nil {
-		if err := r.n.unsubscribe(ctx, s.sub, channel); err != nil {
-			r.c.opts.Logger.V(1).Info("unsubscribe failed", "node", r.n.name, "error", err.Error())
+	if last == nil {
+		if s := r.shards[key]; s != nil {
+			if err := r.n.unsubscribe(ctx, s.sub, channel); err != nil {
+				r.c.opts.Logger.V(1).Info("unsubscribe failed", "node", r.n.name, "error", err.Error())
+			}
+		}
+		r.mu.Unlock()
+		return
+	}
+	r.forgetConfirmations()
+	r.mu.Unlock()
+	last.stop()
+	_ = last.sub.Close()
+	<-last.done
+}
+
+// forgetConfirmations drops the SUBSCRIBE confirmations still to come for
+// channels nobody watches any more: their subscription is closing, and
+// they have no one to release. r.mu is held.
+func (r *releaseWatches) forgetConfirmations() {
+	for ch := range r.outstanding {
+		if r.watches[ch] == nil {
+			delete(r.outstanding, ch)
+			delete(r.confirming, ch)
 		}
 	}
-	r.mu.Unlock()
 }
 
 // closeIdle closes s, the subscription under key, if its linger number gen
@@ -390,14 +419,7 @@ func (r *releaseWatches) closeIdle(key string, s *shardSub, gen int) {
 		return
 	}
 	delete(r.shards, key)
-	// Confirmations still to come for channels nobody watches any more
-	// have no one to release, and will not come.
-	for ch := range r.outstanding {
-		if r.watches[ch] == nil {
-			delete(r.outstanding, ch)
-			delete(r.confirming, ch)
-		}
-	}
+	r.forgetConfirmations()
 	r.mu.Unlock()
 	s.stop()
 	_ = s.sub.Close()
