@@ -65,8 +65,27 @@ func TestWatchEventsHearsItsLockUnderItsKeyPrefix(t *testing.T) {
 	}
 }
 
-// pubsubClients is how many pub/sub connections s has.
+// pubsubClients is how many pub/sub connections s has: subscribed to at
+// least one channel (Redis clears the flag on the last UNSUBSCRIBE).
 func pubsubClients(t *testing.T, s *redisproc.Server) int {
+	t.Helper()
+	n := 0
+	for _, line := range clientList(t, s) {
+		if strings.Contains(line, " flags=P ") {
+			n++
+		}
+	}
+	return n
+}
+
+// connections is how many connections s has, the one asking included.
+func connections(t *testing.T, s *redisproc.Server) int {
+	t.Helper()
+	return len(clientList(t, s))
+}
+
+// clientList is s's CLIENT LIST, a line per connection.
+func clientList(t *testing.T, s *redisproc.Server) []string {
 	t.Helper()
 	c := s.Client()
 	defer func() { _ = c.Close() }()
@@ -74,13 +93,7 @@ func pubsubClients(t *testing.T, s *redisproc.Server) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := 0
-	for _, line := range strings.Split(strings.TrimSpace(list), "\n") {
-		if strings.Contains(line, " flags=P ") {
-			n++
-		}
-	}
-	return n
+	return strings.Split(strings.TrimSpace(list), "\n")
 }
 
 // The release watches of one Client share one subscription per node: 200
@@ -165,17 +178,6 @@ func TestReleaseWatchesShareOneSubscriptionPerNode(t *testing.T) {
 	})
 }
 
-// connections is how many connections s has, the one asking included.
-func connections(t *testing.T, s *redisproc.Server) int {
-	t.Helper()
-	c := s.Client()
-	defer func() { _ = c.Close() }()
-	list, err := c.ClientList(context.Background()).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return len(strings.Split(strings.TrimSpace(list), "\n"))
-}
 
 // A subscription outlives its last watch by SubscriptionLinger: a watch
 // that comes within it dials no new connection and hears a release, and
