@@ -105,10 +105,13 @@ func get(t *testing.T, url, token string) (int, string) {
 
 func TestGuardLetsThroughOnlyWhomTheAPIServerAuthorizes(t *testing.T) {
 	admin := kubernetes.NewForConfigOrDie(cfg)
-	ns := "metricsauth"
-	if _, err := admin.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+	// A namespace (and ClusterRole) of each run's own: go test -count=N
+	// runs it again on the same API server.
+	created, err := admin.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "metricsauth-"}}, metav1.CreateOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
+	ns := created.Name
 	reader := serviceAccountToken(t, admin, ns, "prometheus", true)
 	stranger := serviceAccountToken(t, admin, ns, "stranger", false)
 
@@ -130,7 +133,7 @@ func TestGuardLetsThroughOnlyWhomTheAPIServerAuthorizes(t *testing.T) {
 	}{
 		{"no token", "", http.StatusUnauthorized, "a bearer token is required"},
 		{"a token the API server did not issue", "not-a-token", http.StatusUnauthorized, "does not authenticate"},
-		{"a service account without the role", stranger, http.StatusForbidden, "system:serviceaccount:metricsauth:stranger may not get /metrics"},
+		{"a service account without the role", stranger, http.StatusForbidden, "system:serviceaccount:" + ns + ":stranger may not get /metrics"},
 		{"a service account bound to the reader role", reader, http.StatusOK, "redislock_locks 1"},
 	} {
 		if code, body := get(t, url, c.token); code != c.code || !strings.Contains(body, c.body) {

@@ -17,3 +17,20 @@ func TestFreePortCanBeListenedOn(t *testing.T) {
 	}
 	_ = l.Close()
 }
+
+// The kernel offers a port it just freed again; FreePort never returns
+// one twice in a process (a Cluster node's port and bus port once came
+// out equal, and the node could not start).
+func TestFreePortNeverRepeats(t *testing.T) {
+	seen := map[int]bool{}
+	for range 2000 {
+		port, err := FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen[port] {
+			t.Fatalf("FreePort returned %d twice in %d calls", port, len(seen)+1)
+		}
+		seen[port] = true
+	}
+}
