@@ -178,7 +178,6 @@ func TestReleaseWatchesShareOneSubscriptionPerNode(t *testing.T) {
 	})
 }
 
-
 // A subscription outlives its last watch by SubscriptionLinger: a watch
 // that comes within it dials no new connection and hears a release, and
 // the connection closes once the linger has passed with nothing watched.
