@@ -49,15 +49,16 @@ type releaseWatches struct {
 
 // subscriptionLinger is how long a subscription (its connection) stays
 // open once nothing is watched on it; its channels are unsubscribed at
-// once. Not on a Redis Cluster: there the reply to our own SUNSUBSCRIBE
-// reads as the server dropping a moved channel, and a connection with no
-// channel that reconnects goes to a random node, not the shard's master. Waiters that come and go (ObtainWait in a loop, the goroutines of
+// once. Waiters that come and go (ObtainWait in a loop, the goroutines of
 // one process taking turns on a lock) would otherwise dial and
 // authenticate a new connection each time the last one leaves: with two
 // goroutines taking turns on one lock, once per eight handovers, a fifth
 // of their time. It is shorter than checkEvery, and the UNSUBSCRIBE's
 // confirmation restarts keepSubscription's silence, so an idle
-// subscription sends no PING before it closes.
+// subscription sends no PING before it closes. Not on a Redis Cluster:
+// there the reply to our own SUNSUBSCRIBE reads as the server dropping a
+// moved channel, and a connection with no channel that reconnects goes to
+// a random node, not the shard's master.
 const subscriptionLinger = 5 * time.Second
 
 // shardSub is one subscription and its keeper; stop ends the keeper,
@@ -393,9 +394,15 @@ func (r *releaseWatches) remove(ctx context.Context, channel string, w *releaseW
 	}
 	r.forgetConfirmations()
 	r.mu.Unlock()
-	last.stop()
-	_ = last.sub.Close()
-	<-last.done
+	last.close()
+}
+
+// close ends s's keeper and closes its subscription, and returns once the
+// keeper has ended. Not with releaseWatches.mu held: the keeper takes it.
+func (s *shardSub) close() {
+	s.stop()
+	_ = s.sub.Close()
+	<-s.done
 }
 
 // forgetConfirmations drops the SUBSCRIBE confirmations still to come for
@@ -421,7 +428,5 @@ func (r *releaseWatches) closeIdle(key string, s *shardSub, gen int) {
 	delete(r.shards, key)
 	r.forgetConfirmations()
 	r.mu.Unlock()
-	s.stop()
-	_ = s.sub.Close()
-	<-s.done
+	s.close()
 }

@@ -576,22 +576,35 @@ func readMemory(t *testing.T, ctrl *proc.Process, addr string) memory {
 	return m
 }
 
-// heapProfile fetches the heap profile (gzipped protobuf, as go tool pprof
-// reads it) from a controller's -pprof-bind-address.
-func heapProfile(t *testing.T, addr string) []byte {
-	t.Helper()
+// getOK fetches path from the controller's server at addr and returns the
+// body of a 200 answer.
+func getOK(addr, path string) ([]byte, error) {
 	hc := http.Client{Timeout: 30 * time.Second}
-	resp, err := hc.Get("http://" + addr + "/debug/pprof/heap")
+	resp, err := hc.Get("http://" + addr + path)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	defer func() { _ = resp.Body.Close() }()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s from %s: %s", path, addr, resp.Status)
+	}
+	return body, nil
+}
+
+// heapProfile fetches the heap profile (gzipped protobuf, as go tool pprof
+// reads it) from a controller's -pprof-bind-address.
+func heapProfile(t *testing.T, addr string) []byte {
+	t.Helper()
+	body, err := getOK(addr, "/debug/pprof/heap")
+	if err != nil {
 		t.Fatal(err)
 	}
-	if resp.StatusCode != http.StatusOK || !bytes.HasPrefix(body, []byte{0x1f, 0x8b}) {
-		t.Fatalf("GET /debug/pprof/heap from the controller: %s, %d bytes starting %q; want 200 and a gzipped profile", resp.Status, len(body), body[:min(len(body), 16)])
+	if !bytes.HasPrefix(body, []byte{0x1f, 0x8b}) {
+		t.Fatalf("GET /debug/pprof/heap from the controller: %d bytes starting %q; want a gzipped profile", len(body), body[:min(len(body), 16)])
 	}
 	return body
 }
@@ -599,27 +612,18 @@ func heapProfile(t *testing.T, addr string) []byte {
 // heapInuse reads go_memstats_heap_inuse_bytes from the /metrics at addr.
 func heapInuse(addr string) (int64, error) {
 	const metric = "go_memstats_heap_inuse_bytes"
-	hc := http.Client{Timeout: 5 * time.Second}
-	resp, err := hc.Get("http://" + addr + "/metrics")
+	body, err := getOK(addr, "/metrics")
 	if err != nil {
 		return 0, err
 	}
-	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("GET /metrics: %s", resp.Status)
-	}
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), metric+" "); ok {
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, metric+" "); ok {
 			f, err := strconv.ParseFloat(v, 64)
 			if err != nil {
 				return 0, fmt.Errorf("%s %q: %w", metric, v, err)
 			}
 			return int64(f), nil
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return 0, err
 	}
 	return 0, fmt.Errorf("/metrics at %s has no %s", addr, metric)
 }
@@ -659,24 +663,17 @@ func controlPlaneCPU(t *testing.T) map[string]float64 {
 // errors, requeues, and its API requests by code.
 func controllerCounters(t *testing.T, addr string) string {
 	t.Helper()
-	hc := http.Client{Timeout: 5 * time.Second}
-	resp, err := hc.Get("http://" + addr + "/metrics")
+	body, err := getOK(addr, "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = resp.Body.Close() }()
 	var b strings.Builder
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
+	for _, line := range strings.Split(string(body), "\n") {
 		for _, m := range []string{"controller_runtime_reconcile_total", "controller_runtime_reconcile_errors_total", "workqueue_retries_total", "rest_client_requests_total", "process_cpu_seconds_total"} {
 			if strings.HasPrefix(line, m) {
 				b.WriteString(line + "\n")
 			}
 		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
 	}
 	return b.String()
 }
