@@ -372,15 +372,16 @@ func (r *releaseWatches) remove(ctx context.Context, channel string, w *releaseW
 	key := r.shardOf[channel]
 	last := r.detach(channel)
 	if last != nil && r.n.cluster == nil {
-		// Kept open for subscriptionLinger, for the next watch. The
-		// timer's goroutine closes it: a fake clock runs AfterFunc's
-		// function while it holds its lock, which Stop (in attach, under
-		// r.mu) and the keeper's timers take too.
+		// Kept open for subscriptionLinger, for the next watch. On
+		// the real clock, not Options.Clock: how long a connection stays
+		// open is no property of a lock, and a timer of ours left on a
+		// test's fake clock once ObtainWait returned would read as a
+		// sleeping waiter (FakeClock.HasWaiters).
 		s := last
 		r.shards[key] = s
 		s.lingers++
 		gen := s.lingers
-		s.idle = r.c.opts.Clock.AfterFunc(subscriptionLinger, func() { go r.closeIdle(key, s, gen) })
+		s.idle = clock.RealClock{}.AfterFunc(subscriptionLinger, func() { r.closeIdle(key, s, gen) })
 		last = nil
 	}
 	if last == nil {
