@@ -138,6 +138,20 @@ func (l *requestLog) reconciles(key client.ObjectKey) [][]string {
 	return out
 }
 
+// reconcilesIn returns how many reconciles of objects in namespace ns
+// have been recorded so far.
+func (l *requestLog) reconcilesIn(ns string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	seen := map[types.UID]bool{}
+	for _, r := range l.all {
+		if r.key.Namespace == ns && r.reconcile != "" {
+			seen[r.reconcile] = true
+		}
+	}
+	return len(seen)
+}
+
 // writesOf returns the writes of each reconcile of obj that wrote, in
 // order, and fails t unless every reconcile wrote at most once: the
 // metadata patch, then the status apply, each at most once and nothing
