@@ -130,11 +130,6 @@ func TestLocksOfOneSilentServerShareOneBreaker(t *testing.T) {
 	}
 }
 
-// requestsOf returns the reconciles of obj recorded so far.
-func requestsOf(obj client.Object) [][]string {
-	return requests.reconciles(client.ObjectKeyFromObject(obj))
-}
-
 // A server that answers every command with the header of a 100 GB string
 // (or of anything over the limits) made the controller allocate it and
 // die of out-of-memory, again after each restart. Now its lock shows
