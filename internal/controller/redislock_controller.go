@@ -313,11 +313,11 @@ func (r *RedisLockReconciler) checkEviction(ctx context.Context, s *lockScope) e
 	err := r.clients.evictionRisk(ctx, client.ObjectKeyFromObject(rl), r.Resync)
 	if err == nil {
 		setCondition(rl, ConditionEvictionSafe, metav1.ConditionTrue, ReasonNoEviction, "no node can evict lock keys (maxmemory-policy noeviction, or no maxmemory)")
-		evictionRisk.WithLabelValues(rl.Namespace, rl.Name).Set(0)
+		setEvictionMetric(rl.Namespace, rl.Name, false)
 		return nil
 	}
 	setCondition(rl, ConditionEvictionSafe, metav1.ConditionFalse, ReasonEvictionPolicy, evictionMessage(err))
-	evictionRisk.WithLabelValues(rl.Namespace, rl.Name).Set(1)
+	setEvictionMetric(rl.Namespace, rl.Name, true)
 	return err
 }
 
