@@ -689,8 +689,12 @@ func TestWaitAllReplicasCountsTheOldMastersOtherReplicaAfterAFailover(t *testing
 	cl := redistest.StartReplicatedCluster(t, 3, 1, "--cluster-node-timeout", "60000")
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = cc.Close() })
+	// 4s: the refusal is WAIT's, after half of it; beside the integration
+	// rung and two busy loops, the round trips after a 1s WAIT (the
+	// redirection from the old master, CLUSTER NODES) took the other 1s
+	// of a 2s one, and the grant failed on the client's deadline instead.
 	c, err := redislock.New([]redis.UniversalClient{cc}, &redislock.Options{
-		AssumeDurable: true, Identity: "c", WaitReplicas: redislock.WaitAllReplicas, NodeTimeout: 2 * time.Second,
+		AssumeDurable: true, Identity: "c", WaitReplicas: redislock.WaitAllReplicas, NodeTimeout: 4 * time.Second,
 	})
 	if err != nil {
 		t.Fatal(err)

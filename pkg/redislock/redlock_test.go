@@ -71,7 +71,17 @@ func TestFencingTokensIncreaseAcrossHandovers(t *testing.T) {
 	for _, n := range []int{1, 5} {
 		t.Run(map[int]string{1: "single", 5: "redlock5"}[n], func(t *testing.T) {
 			servers := redistest.StartN(t, n)
-			clients := []*redislock.Client{newClient(t, "a", servers...), newClient(t, "b", servers...)}
+			// A NodeTimeout far above the 100ms of newClient: no call of
+			// the 4,000 may fail, and beside two busy loops one missed
+			// 100ms on 4 of 5 nodes.
+			var clients []*redislock.Client
+			for _, id := range []string{"a", "b"} {
+				c, err := redislock.New(redistest.Clients(t, servers...), &redislock.Options{AssumeDurable: true, Identity: id, NodeTimeout: 2 * time.Second})
+				if err != nil {
+					t.Fatal(err)
+				}
+				clients = append(clients, c)
+			}
 			ctx := context.Background()
 			last := int64(0)
 			for i := 0; i < 1000; i++ {
