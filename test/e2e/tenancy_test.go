@@ -57,8 +57,14 @@ func applyTenancy(t *testing.T, ns string, user client.Client) {
 	probe := &v1alpha1.RedisLock{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe"}, Spec: v1alpha1.RedisLockSpec{Redis: &v1alpha1.RedisConnectionSpec{
 		Addrs: []string{"127.0.0.1:1"}, PasswordSecretRef: &v1alpha1.SecretKeyRef{Name: "policy-probe", Key: "password"},
 	}}}
+	// Each policy takes effect on its own: beside two busy loops, a Global
+	// lock was admitted after the Secret policy had taken effect.
+	global := &v1alpha1.RedisLock{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe-global"}, Spec: v1alpha1.RedisLockSpec{
+		Scope: v1alpha1.ScopeGlobal, LockName: "policy-probe", Redis: &v1alpha1.RedisConnectionSpec{Addrs: []string{"127.0.0.1:1"}},
+	}}
 	waitUntil(t, 30*time.Second, "the tenancy policies to take effect", func() bool {
-		return user.Create(context.Background(), probe.DeepCopy(), client.DryRunAll) != nil
+		return user.Create(context.Background(), probe.DeepCopy(), client.DryRunAll) != nil &&
+			user.Create(context.Background(), global.DeepCopy(), client.DryRunAll) != nil
 	})
 }
 
