@@ -161,8 +161,7 @@ func TestConnectionsInEveryMode(t *testing.T) {
 	sentinel := redistest.Start(t, redisproc.Options{SentinelFor: "mymaster " + master.Addr})
 	clusterAddrs := redistest.StartCluster(t, 3)
 	ns := namespace(t)
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: clusterAddrs, ContextTimeoutEnabled: true})
-	t.Cleanup(func() { _ = cc.Close() })
+	cc := redistest.ClusterClient(t, clusterAddrs)
 	clusterHolder, err := redislock.New([]redis.UniversalClient{cc}, &redislock.Options{AssumeDurable: true, Identity: "pod-Cluster"})
 	if err != nil {
 		t.Fatal(err)

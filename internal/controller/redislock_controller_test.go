@@ -724,8 +724,7 @@ func TestSentinelAndClusterModes(t *testing.T) {
 	if _, err := holder(t, "pod-s", master).Obtain(ctx, lockIn(ns)+"/via-sentinel", time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: clusterAddrs, ContextTimeoutEnabled: true})
-	defer func() { _ = cc.Close() }()
+	cc := redistest.ClusterClient(t, clusterAddrs)
 	lc, err := redislock.New([]redis.UniversalClient{cc}, &redislock.Options{AssumeDurable: true, Identity: "pod-c"})
 	if err != nil {
 		t.Fatal(err)

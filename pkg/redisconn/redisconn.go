@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -368,6 +369,13 @@ func (c Config) Clients() []redis.UniversalClient {
 			// Every server these clients reach, the Sentinels included,
 			// is dialed through it: with TLSConfig, replies limited.
 			Dialer: dial,
+			// No maintenance notifications (a Redis Enterprise feature,
+			// which a Sentinel client never asks for). In go-redis
+			// v9.23.0 a client's Conn shares its Options under a lock of
+			// its own, so the first connections of each, set up at once,
+			// race on the auto mode's downgrade; WaitReplicas writes on a
+			// Conn (TestClientsAndTheirConnsConnectAtOnce).
+			MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
 		}
 	}
 	if c.Mode == v1alpha1.ModeSentinel {

@@ -20,8 +20,7 @@ import (
 // startCluster starts a three-master Redis Cluster and returns a client.
 func startCluster(t *testing.T) *redis.ClusterClient {
 	t.Helper()
-	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: redistest.StartCluster(t, 3), ContextTimeoutEnabled: true})
-	t.Cleanup(func() { _ = c.Close() })
+	c := redistest.ClusterClient(t, redistest.StartCluster(t, 3))
 	return c
 }
 
@@ -131,8 +130,7 @@ func testLockFollowsASlotMigration(t *testing.T, wait int, metadata string) {
 		replicas = 1
 	}
 	cl := redistest.StartReplicatedCluster(t, 3, replicas)
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs, ContextTimeoutEnabled: true})
-	t.Cleanup(func() { _ = cc.Close() })
+	cc := redistest.ClusterClient(t, cl.Addrs)
 	ctx := context.Background()
 	opts := func(id string) *redislock.Options {
 		return &redislock.Options{AssumeDurable: true, Identity: id, NodeTimeout: 2 * time.Second, WaitReplicas: wait}
@@ -287,8 +285,7 @@ func toAny(ss []string) []any {
 func TestWaitAllReplicasInACluster(t *testing.T) {
 	t.Parallel()
 	cl := redistest.StartReplicatedCluster(t, 3, 1)
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs, ContextTimeoutEnabled: true})
-	t.Cleanup(func() { _ = cc.Close() })
+	cc := redistest.ClusterClient(t, cl.Addrs)
 	ctx := context.Background()
 	client := func(id string) *redislock.Client {
 		c, err := redislock.New([]redis.UniversalClient{cc}, &redislock.Options{
@@ -483,8 +480,7 @@ func TestEventsStayInTheLocksShard(t *testing.T) {
 // own.
 func clusterClient(t *testing.T, cl *redistest.Cluster, identity string) *redislock.Client {
 	t.Helper()
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs, ContextTimeoutEnabled: true})
-	t.Cleanup(func() { _ = cc.Close() })
+	cc := redistest.ClusterClient(t, cl.Addrs)
 	c, err := redislock.New([]redis.UniversalClient{cc}, &redislock.Options{AssumeDurable: true, Identity: identity, NodeTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -562,8 +558,7 @@ func TestWatchFollowsItsSlotToAnotherShard(t *testing.T) {
 func TestWaitAllReplicasCountsEachMastersOwnReplicas(t *testing.T) {
 	t.Parallel()
 	cl := redistest.StartReplicatedCluster(t, 3, 1)
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs, ContextTimeoutEnabled: true})
-	t.Cleanup(func() { _ = cc.Close() })
+	cc := redistest.ClusterClient(t, cl.Addrs)
 	ctx := context.Background()
 	client := func(id string) *redislock.Client {
 		c, err := redislock.New([]redis.UniversalClient{cc}, &redislock.Options{
@@ -688,8 +683,7 @@ func TestWaitAllReplicasCountsTheOldMastersOtherReplicaAfterAFailover(t *testing
 	// A long node timeout: the paused replica is not flagged failed (and
 	// so no longer promotable) while the test looks.
 	cl := redistest.StartReplicatedCluster(t, 3, 1, "--cluster-node-timeout", "60000")
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs, ContextTimeoutEnabled: true})
-	t.Cleanup(func() { _ = cc.Close() })
+	cc := redistest.ClusterClient(t, cl.Addrs)
 	c, err := redislock.New([]redis.UniversalClient{cc}, &redislock.Options{
 		AssumeDurable: true, Identity: "c", WaitReplicas: redislock.WaitAllReplicas, NodeTimeout: 2 * time.Second,
 	})
@@ -784,8 +778,7 @@ func slaveOf(nodes, id string) string {
 func TestClusterWaitReadsTheTopologyOncePerWrite(t *testing.T) {
 	t.Parallel()
 	cl := redistest.StartReplicatedCluster(t, 3, 1)
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs, ContextTimeoutEnabled: true})
-	t.Cleanup(func() { _ = cc.Close() })
+	cc := redistest.ClusterClient(t, cl.Addrs)
 	client := func(id string) *redislock.Client {
 		c, err := redislock.New([]redis.UniversalClient{cc}, &redislock.Options{
 			AssumeDurable: true, Identity: id, WaitReplicas: redislock.WaitAllReplicas, NodeTimeout: 2 * time.Second,

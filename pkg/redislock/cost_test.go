@@ -56,8 +56,7 @@ var costDeployments = []costDeployment{
 	{"cluster", 0, func(t *testing.T) (func() []redis.UniversalClient, []redis.UniversalClient) {
 		addrs := redistest.StartCluster(t, 3)
 		cluster := func() []redis.UniversalClient {
-			cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: true})
-			t.Cleanup(func() { _ = cc.Close() })
+			cc := redistest.ClusterClient(t, addrs)
 			return []redis.UniversalClient{cc}
 		}
 		return cluster, cluster()

@@ -35,8 +35,7 @@ func BenchmarkObtainReleaseWaitAllReplicas(b *testing.B) {
 	})
 	b.Run("cluster", func(b *testing.B) {
 		cl := redistest.StartReplicatedCluster(b, 3, 1)
-		cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs, ContextTimeoutEnabled: true})
-		b.Cleanup(func() { _ = cc.Close() })
+		cc := redistest.ClusterClient(b, cl.Addrs)
 		benchObtainRelease(b, cc)
 	})
 }

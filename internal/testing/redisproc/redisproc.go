@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/redislock/redislock/internal/testing/proc"
 )
@@ -179,7 +180,12 @@ func (s *Server) Client() *redis.Client {
 // follow the caller's context, and the client certificate when the server
 // requires one.
 func (s *Server) ClientOptions() *redis.Options {
-	o := &redis.Options{Addr: s.Addr, Password: s.opts.Password, ContextTimeoutEnabled: true}
+	o := &redis.Options{
+		Addr: s.Addr, Password: s.opts.Password, ContextTimeoutEnabled: true,
+		// Their auto mode races in go-redis v9.23.0 when a client and its
+		// Conns connect at once (pkg/redisconn sets the same, and says why).
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+	}
 	if s.CAPEM != nil {
 		pool := x509.NewCertPool()
 		pool.AppendCertsFromPEM(s.CAPEM)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/redislock/redislock/internal/testing/proc"
 	"github.com/redislock/redislock/internal/testing/redisproc"
@@ -22,6 +23,20 @@ import (
 func StartCluster(t testing.TB, n int) []string {
 	t.Helper()
 	return StartReplicatedCluster(t, n, 0).Addrs
+}
+
+// ClusterClient returns a client of the Cluster at addrs, with timeouts
+// that follow the caller's context, closed when t ends. Like
+// redisproc.Server.ClientOptions, it asks for no maintenance
+// notifications, whose auto mode races in go-redis v9.23.0 when a client
+// and its Conns connect at once (redisconn sets the same, and says why).
+func ClusterClient(t testing.TB, addrs []string) *redis.ClusterClient {
+	c := redis.NewClusterClient(&redis.ClusterOptions{
+		Addrs: addrs, ContextTimeoutEnabled: true,
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+	})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
 }
 
 // Cluster is a Redis Cluster of real servers.
