@@ -604,6 +604,30 @@ func TestRedisDownAndGarbage(t *testing.T) {
 	waitEvent(t, ns, "faults", controller.EventRedisUnreachable)
 }
 
+// A tenant's server can write any bytes as a lock's holder. A holder that
+// is not valid UTF-8 (which no series label may carry: a registry that met
+// one would fail every scrape, every tenant's series with it) is a
+// malformed value (the status says so in the controller's own words, as
+// for any value it did not write), with no holder series; the scrape goes
+// on.
+func TestAHolderThatIsNotUTF8IsMalformed(t *testing.T) {
+	s := redistest.Start(t, redisproc.Options{})
+	ns := namespace(t)
+	rl := redisLock(ns, "bytes", v1alpha1.ModeStandalone, s.Addr)
+	create(t, rl)
+	waitLock(t, rl, 5*time.Second, "Ready", isCond(v1alpha1.ConditionReady, metav1.ConditionTrue, controller.ReasonReady))
+	rc := s.Client()
+	defer func() { _ = rc.Close() }()
+	value := "v1:" + strings.Repeat("ab", 16) + ":pod-\xff\xfe"
+	if err := rc.Set(context.Background(), "redislock:{"+lockIn(ns)+"/bytes}", value, time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitLock(t, rl, 2*resync, "MalformedValue", isCond(v1alpha1.ConditionReady, metav1.ConditionFalse, controller.ReasonMalformedValue))
+	if h := holderSeries(t, ns, "bytes"); len(h) != 0 {
+		t.Fatalf("holder series %q for a malformed holder; want none", h)
+	}
+}
+
 func TestRedlockNodesInStatus(t *testing.T) {
 	servers := redistest.StartN(t, 3)
 	ns := namespace(t)
