@@ -98,18 +98,36 @@ local function guard(now, m)
 end
 
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  local counter = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
-  return {counter, redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[1])}
+  local h = redis.call('MGET', KEYS[2], KEYS[1])
+  return {tonumber(h[1] or '0') or 0, redis.call('PTTL', KEYS[1]), h[2]}
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ttl = tonumber(ARGV[2])
--- The validity, and the epoch marker with it (the guard may need it).
-local v = redis.call('MGET', KEYS[3], KEYS[5])
+-- The validity, the epoch marker (the guard may need it), the fencing
+-- counter and the metadata, in one read.
+local v = redis.call('MGET', KEYS[3], KEYS[5], KEYS[2], KEYS[4])
 local valid = tonumber(v[1] or '0') or 0
 if valid > now then
   redis.call('DEL', KEYS[1])
   return {1, valid - now}
+end
+local since
+if ARGV[3] ~= '1' then
+  -- A failing read (an ACL without LASTSAVE or INFO, a renamed command)
+  -- leaves nothing behind but the key, deleted here.
+  local ok, s = pcall(guard, now, v[2])
+  local wait = ok and s + ttl - now
+  if not ok or wait > 0 then
+    redis.call('DEL', KEYS[1])
+  end
+  if not ok then
+    return redis.error_reply('redislock: restart guard: ' .. (type(s) == 'table' and tostring(s.err) or tostring(s)))
+  end
+  if wait > 0 then
+    return {0, wait}
+  end
+  since = s
 end
 -- Fencing tokens: a node without the counter (its first grant of the lock,
 -- or after it lost its data, or after the counter expired after its lifetime
@@ -122,52 +140,30 @@ end
 -- acquisition often start equal, so the holder need not raise the lagging
 -- counters (fence.lua) on a new name. (A coarser grid would make them agree
 -- more often, but a counter evicted within the grid step of its last grant
--- would then start below the tokens it handed out.) SET NX tells a new
--- counter and starts it in one call, the common case of locks named per
--- entity.
-local fence = now * 1000 + 1
-local fresh = redis.call('SET', KEYS[2], now .. '001', 'NX', 'PX', ARGV[4])
-local since
-if ARGV[3] ~= '1' then
-  -- A failing read (an ACL without LASTSAVE or INFO, a renamed command)
-  -- must not leave the key and a new counter behind: the counter would
-  -- make the next attempt take the older-counter path.
-  local ok, s = pcall(guard, now, v[2])
-  local wait = ok and s + ttl - now
-  if not ok or wait > 0 then
-    if fresh then
-      redis.call('DEL', KEYS[1], KEYS[2])
-    else
-      redis.call('DEL', KEYS[1])
-    end
-  end
-  if not ok then
-    return redis.error_reply('redislock: restart guard: ' .. (type(s) == 'table' and tostring(s.err) or tostring(s)))
-  end
-  if wait > 0 then
-    return {0, wait}
-  end
-  since = s
+-- would then start below the tokens it handed out.)
+-- A counter from before the data's epoch (below "since", restored from a
+-- snapshot) may lack the grants made after it, and restarts from the clock
+-- too, as does one that is not a whole number below 2^53 (which no grant
+-- writes, and which Lua could not count exactly).
+-- One SET writes the token and the counter's lifetime: the script runs
+-- alone, so reading the counter in the MGET above and adding one here is
+-- an increment. (string.format: Lua writes a number this large in
+-- exponent form.)
+local counter = tonumber(v[3] or '')
+local fence
+if counter and counter >= 0 and counter < 9007199254740991 and counter % 1 == 0
+    and not (since and counter + 1 <= since * 1000) then
+  fence = counter + 1
+else
+  fence = now * 1000 + 1
 end
-if not fresh then
-  fence = redis.call('INCR', KEYS[2])
-  if since and fence <= since * 1000 then
-    -- A counter from before the data's epoch: restored from a snapshot,
-    -- it may lack the grants made after it.
-    -- (A string: Lua writes a number this large in exponent form.)
-    fence = now * 1000 + 1
-    redis.call('SET', KEYS[2], now .. '001', 'PX', ARGV[4])
-  else
-    redis.call('PEXPIRE', KEYS[2], ARGV[4])
-  end
-end
+redis.call('SET', KEYS[2], string.format('%d', fence), 'PX', ARGV[4])
 redis.call('SET', KEYS[3], now + ttl)
 if ARGV[5] ~= '' then
   redis.call('SET', KEYS[4], ARGV[5], 'PX', ARGV[2])
-elseif not fresh then
-  -- An earlier holder's, left behind by a vanished key. A fresh name has
-  -- none: metadata lives no longer than its lock key's renewals, and the
-  -- counter far longer.
+elseif v[4] then
+  -- An earlier holder's, left behind by a vanished key: metadata lives no
+  -- longer than its lock key's renewals.
   redis.call('DEL', KEYS[4])
 end
 if ARGV[6] == '1' then

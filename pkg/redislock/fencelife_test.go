@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/redislock/redislock/internal/testing/redisproc"
 	"github.com/redislock/redislock/internal/testing/redistest"
 	"github.com/redislock/redislock/pkg/redislock"
@@ -195,5 +197,38 @@ func TestLockKeysAllExpireAndTokensStillIncrease(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A counter that no grant could have written (a tenant's write: not a
+// whole number from 0 below 2^53) restarts from the server's clock, as a
+// missing one does. It used to fail each grant (INCR's error) and leave
+// the lock key set, with no holder, for a ttl.
+func TestACounterThatIsNotACountRestartsFromTheClock(t *testing.T) {
+	s := redistest.Start(t, redisproc.Options{})
+	rc := redistest.Clients(t, s)[0]
+	c, err := redislock.New([]redis.UniversalClient{rc}, &redislock.Options{AssumeDurable: true, Identity: "a", NodeTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, bad := range []string{"garbage", "1.5", "-7", "1e300", "9007199254740993"} {
+		if err := rc.Set(ctx, lockKey("n")+":fence", bad, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		now, err := rc.Time(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := c.Obtain(ctx, "n", 10*time.Second)
+		if err != nil {
+			t.Fatalf("a grant over the counter %q: %v", bad, err)
+		}
+		if least := now.UnixMilli() * 1000; l.Fence() < least {
+			t.Errorf("the token over the counter %q is %d; want at least %d, from the clock", bad, l.Fence(), least)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

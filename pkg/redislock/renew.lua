@@ -18,11 +18,11 @@
 -- after a later one with a longer ttl, which the holder already counts on
 -- (S1). A shorter ttl thus takes effect once the longer expiry has run down
 -- to it; the holder's own deadline follows the shorter one at once.
-local v = redis.call('GET', KEYS[1])
-if v == ARGV[1] then
+local v = redis.call('MGET', KEYS[1], KEYS[2])
+if v[1] == ARGV[1] then
   local t = redis.call('TIME')
   local valid = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[2])
-  if valid > (tonumber(redis.call('GET', KEYS[2]) or '0') or 0) then
+  if valid > (tonumber(v[2] or '0') or 0) then
     redis.call('SET', KEYS[2], valid)
   end
   redis.call('PEXPIRE', KEYS[3], ARGV[3])
@@ -35,7 +35,7 @@ if v == ARGV[1] then
   end
   return 1
 end
-if v then
+if v[1] then
   return 0
 end
 return -1
