@@ -582,19 +582,28 @@ func TestBadSecretAndWrongPassword(t *testing.T) {
 	waitLock(t, rl, 10*time.Second, "Ready once the password is right", isCond(v1alpha1.ConditionReady, metav1.ConditionTrue, controller.ReasonReady))
 }
 
-func TestRedisDownAndGarbage(t *testing.T) {
+// readyWithValue creates the RedisLock name in a new namespace, on a new
+// server, waits for it to be Ready, then writes value as its lock key and
+// waits for the status to call it a malformed value. It returns the
+// server, the namespace and the lock.
+func readyWithValue(t *testing.T, name, value string) (*redisproc.Server, string, *v1alpha1.RedisLock) {
+	t.Helper()
 	s := redistest.Start(t, redisproc.Options{})
 	ns := namespace(t)
-	rl := redisLock(ns, "faults", v1alpha1.ModeStandalone, s.Addr)
+	rl := redisLock(ns, name, v1alpha1.ModeStandalone, s.Addr)
 	create(t, rl)
 	waitLock(t, rl, 5*time.Second, "Ready", isCond(v1alpha1.ConditionReady, metav1.ConditionTrue, controller.ReasonReady))
-
 	rc := s.Client()
 	defer func() { _ = rc.Close() }()
-	if err := rc.Set(context.Background(), "redislock:{"+lockIn(ns)+"/faults}", "garbage", 0).Err(); err != nil {
+	if err := rc.Set(context.Background(), "redislock:{"+lockIn(ns)+"/"+name+"}", value, time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
 	waitLock(t, rl, 2*resync, "MalformedValue", isCond(v1alpha1.ConditionReady, metav1.ConditionFalse, controller.ReasonMalformedValue))
+	return s, ns, rl
+}
+
+func TestRedisDownAndGarbage(t *testing.T) {
+	s, ns, rl := readyWithValue(t, "faults", "garbage")
 
 	s.Kill()
 	got := waitLock(t, rl, 3*resync, "RedisReachable False", isCond(v1alpha1.ConditionRedisReachable, metav1.ConditionFalse, controller.ReasonUnreachable))
@@ -611,18 +620,7 @@ func TestRedisDownAndGarbage(t *testing.T) {
 // for any value it did not write), with no holder series; the scrape goes
 // on.
 func TestAHolderThatIsNotUTF8IsMalformed(t *testing.T) {
-	s := redistest.Start(t, redisproc.Options{})
-	ns := namespace(t)
-	rl := redisLock(ns, "bytes", v1alpha1.ModeStandalone, s.Addr)
-	create(t, rl)
-	waitLock(t, rl, 5*time.Second, "Ready", isCond(v1alpha1.ConditionReady, metav1.ConditionTrue, controller.ReasonReady))
-	rc := s.Client()
-	defer func() { _ = rc.Close() }()
-	value := "v1:" + strings.Repeat("ab", 16) + ":pod-\xff\xfe"
-	if err := rc.Set(context.Background(), "redislock:{"+lockIn(ns)+"/bytes}", value, time.Minute).Err(); err != nil {
-		t.Fatal(err)
-	}
-	waitLock(t, rl, 2*resync, "MalformedValue", isCond(v1alpha1.ConditionReady, metav1.ConditionFalse, controller.ReasonMalformedValue))
+	_, ns, _ := readyWithValue(t, "bytes", "v1:"+strings.Repeat("ab", 16)+":pod-\xff\xfe")
 	if h := holderSeries(t, ns, "bytes"); len(h) != 0 {
 		t.Fatalf("holder series %q for a malformed holder; want none", h)
 	}
