@@ -408,8 +408,10 @@ func TestEventsStayInTheLocksShard(t *testing.T) {
 	ctx := context.Background()
 	names := []string{"alpha", "bravo", "charlie", "delta", "echo", "foxtrot"}
 	// A shard message reaches the replicas its master's own Cluster view
-	// lists: wait until each name's master lists its replica (other
-	// nodes' views, which WaitHealthy reads, may know it first).
+	// lists, over a bus link that is up: wait until each name's master
+	// lists its replica with the link connected (other nodes' views,
+	// which WaitHealthy reads, may know it first; a message sent while
+	// the link still connects is dropped).
 	first := redistest.Clients(t, cl.Servers[0])[0]
 	masters := make([]redis.UniversalClient, len(names))
 	for i, name := range names {
@@ -429,7 +431,11 @@ func TestEventsStayInTheLocksShard(t *testing.T) {
 				return false
 			}
 			lines, err := m.Do(ctx, "cluster", "replicas", id).StringSlice()
-			return err == nil && len(lines) == 1 && !strings.Contains(lines[0], "fail") && !strings.Contains(lines[0], "handshake")
+			if err != nil || len(lines) != 1 {
+				return false
+			}
+			f := strings.Fields(lines[0])
+			return len(f) >= 8 && f[7] == "connected" && !strings.Contains(f[2], "fail") && !strings.Contains(f[2], "handshake")
 		})
 	}
 	wakes := make([]<-chan struct{}, len(names))
