@@ -20,8 +20,7 @@ import (
 // startCluster starts a three-master Redis Cluster and returns a client.
 func startCluster(t *testing.T) *redis.ClusterClient {
 	t.Helper()
-	c := redistest.ClusterClient(t, redistest.StartCluster(t, 3))
-	return c
+	return redistest.ClusterClient(t, redistest.StartCluster(t, 3))
 }
 
 // A lock's keys share a hash tag, so its multi-key scripts run on a
