@@ -17,6 +17,7 @@ import (
 	"github.com/redislock/redislock/internal/testing/redisproc"
 	"github.com/redislock/redislock/internal/testing/redistest"
 	"github.com/redislock/redislock/pkg/redislock"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 func TestObtainStoresIdentityAndRefusesOthers(t *testing.T) {
@@ -266,6 +267,59 @@ func TestUnreachableRedisFailsWithinNodeTimeout(t *testing.T) {
 	if !errors.Is(err, redislock.ErrNoQuorum) || !strings.Contains(err.Error(), s.Addr) {
 		t.Fatalf("Obtain on a dead Redis: %v; want ErrNoQuorum naming %s", err, s.Addr)
 	}
+}
+
+// Calls that overlap go through the node's autopipeliner, whose blocking
+// face waits for its batch: on a server that stopped answering, for the
+// connection's read timeout (a minute here) however short NodeTimeout is.
+func TestOverlappingCallsOnAPausedRedisEndByNodeTimeout(t *testing.T) {
+	s := redistest.Start(t, redisproc.Options{})
+	rc := redis.NewClient(&redis.Options{Addr: s.Addr, ReadTimeout: time.Minute, WriteTimeout: time.Minute, MaxRetries: -1, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = rc.Close() })
+	c, err := redislock.New([]redis.UniversalClient{rc}, &redislock.Options{AssumeDurable: true, Identity: "a", NodeTimeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := c.Obtain(ctx, "warm", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	const callers = 8
+	errs := make([]error, callers)
+	took := make([]time.Duration, callers)
+	var wg sync.WaitGroup
+	for i := range callers {
+		wg.Go(func() {
+			start := time.Now()
+			_, errs[i] = c.Obtain(ctx, "paused-"+strconv.Itoa(i), 10*time.Second)
+			took[i] = time.Since(start)
+		})
+	}
+	wg.Wait()
+	if err := s.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range callers {
+		if !errors.Is(errs[i], redislock.ErrNoQuorum) || took[i] > 5*time.Second {
+			t.Errorf("caller %d on a paused Redis: %v after %v; want ErrNoQuorum, far sooner than the client's 1m timeout", i, errs[i], took[i])
+		}
+	}
+	// The abandoned calls leave the pipeline working once the server answers.
+	for i := range callers {
+		wg.Go(func() {
+			err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+				_, errs[i] = c.Obtain(ctx, "resumed-"+strconv.Itoa(i), 10*time.Second)
+				return errs[i] == nil, nil
+			})
+			if err != nil {
+				t.Errorf("caller %d after the pause: no grant in 10s, last %v", i, errs[i])
+			}
+		})
+	}
+	wg.Wait()
 }
 
 func TestWrongPasswordIsReported(t *testing.T) {

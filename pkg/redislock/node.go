@@ -2,6 +2,7 @@ package redislock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -18,7 +19,10 @@ type node struct {
 	name string
 	// client is the caller's client.
 	client redis.UniversalClient
-	// pipe is client's autopipeliner, nil where it has none (a Ring).
+	// pipe is client's deferred autopipeliner, nil where it has none (a
+	// Ring). Its futures are waited on with the call's context: the blocking
+	// face waits for the batch, and so for the connection's read timeout on
+	// a server that stopped answering, however short the node timeout.
 	pipe *redis.AutoPipeliner
 	// bounded says client honours context deadlines
 	// (ContextTimeoutEnabled), so a call can run on the caller's goroutine
@@ -43,8 +47,10 @@ func newNode(name string, rc redis.UniversalClient, replicas int, timeout time.D
 	n := &node{name: name, client: rc, replicas: replicas, waitMs: max(1, int(timeout.Milliseconds()/2)), clock: clk, topo: newTopology(rc, clk)}
 	n.sticky, _ = rc.(interface{ Conn() *redis.Conn })
 	n.cluster, _ = rc.(*redis.ClusterClient)
-	if ap, err := rc.AutoPipeline(); err == nil {
-		n.pipe = ap
+	if a, ok := rc.(interface {
+		AsyncAutoPipeline() (*redis.AutoPipeliner, error)
+	}); ok {
+		n.pipe, _ = a.AsyncAutoPipeline() // nil on an error: calls go one by one
 	}
 	switch o := rc.(type) {
 	case interface{ Options() *redis.Options }:
@@ -129,14 +135,18 @@ func (n *node) unsubscribe(ctx context.Context, sub *redis.PubSub, channels ...s
 // process sends one command. A lone call goes straight to the client, one
 // round trip; calls that overlap others on this node go through the
 // autopipeliner, which writes them together, so concurrent callers share
-// round trips instead of queueing for connections.
+// round trips instead of queueing for connections. A pipelined call ends
+// when ctx does, its command perhaps still queued: it keeps args, which
+// the caller must then not reuse (fill's late).
 func (n *node) process(ctx context.Context, args []any) (any, error) {
 	cmd := redis.NewCmd(ctx, args...)
 	cmd.SetFirstKeyPos(3)
 	busy := n.inflight.Add(1) > 1
 	defer n.inflight.Add(-1)
 	if busy && n.pipe != nil {
-		_ = n.pipe.Process(ctx, cmd)
+		if err := n.pipe.Submit(ctx, cmd).WaitContext(ctx); ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			return nil, err // the result may still land: not safe to read
+		}
 	} else {
 		_ = n.client.Process(ctx, cmd)
 	}

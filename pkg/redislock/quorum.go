@@ -88,7 +88,9 @@ func (c *Client) fill(ctx context.Context, idx []int, s *script, args []any, rep
 			return replies, true
 		}
 	}
-	return replies, false
+	// An inline call that ended with ctx may have left its command queued
+	// on the node's autopipeliner, holding args (node.process).
+	return replies, inline && ctx.Err() != nil
 }
 
 type indexed struct {
