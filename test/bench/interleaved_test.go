@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -101,7 +102,7 @@ func TestInterleaved(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%s %s round %d: %v", sc.Name, sc.Entries[i].Name, r, err)
 				}
-				if s.Ops == 0 || s.CPUUsPerOp <= 0 || len(s.Commands) == 0 {
+				if s.Ops == 0 || s.CPUUsPerOp <= 0 || s.ClientCPUUsPerOp <= 0 || len(s.Commands) == 0 {
 					t.Fatalf("%s %s round %d: no work measured: %+v", sc.Name, sc.Entries[i].Name, r, s)
 				}
 				sc.Entries[i].Samples = append(sc.Entries[i].Samples, s)
@@ -111,7 +112,8 @@ func TestInterleaved(t *testing.T) {
 	for _, sc := range out.Scenarios {
 		t.Logf("%s (median of %d rounds of %v):", sc.Name, rounds, slot)
 		for _, e := range sc.Entries {
-			t.Logf("  %-22s %9.0f ns/op %7.1f µs Redis CPU/op", e.Name, median(e.Samples, func(s benchresult.InterleavedSample) float64 { return s.NsPerOp }), median(e.Samples, func(s benchresult.InterleavedSample) float64 { return s.CPUUsPerOp }))
+			t.Logf("  %-22s %9.0f ns/op %7.1f µs Redis CPU/op %7.1f µs client CPU/op", e.Name, median(e.Samples, func(s benchresult.InterleavedSample) float64 { return s.NsPerOp }),
+				median(e.Samples, func(s benchresult.InterleavedSample) float64 { return s.CPUUsPerOp }), median(e.Samples, func(s benchresult.InterleavedSample) float64 { return s.ClientCPUUsPerOp }))
 		}
 	}
 	if path := os.Getenv("INTERLEAVED_JSON"); path != "" {
@@ -141,6 +143,10 @@ func measure(l locker, addrs []string, slot time.Duration, parallel bool) (bench
 	)
 	runtime.ReadMemStats(&mem)
 	mallocs := mem.Mallocs
+	cpuBefore, err := processCPU()
+	if err != nil {
+		return benchresult.InterleavedSample{}, err
+	}
 	start := time.Now()
 	deadline := start.Add(slot)
 	work := func() {
@@ -162,6 +168,10 @@ func measure(l locker, addrs []string, slot time.Duration, parallel bool) (bench
 		work()
 	}
 	elapsed := time.Since(start)
+	cpuAfter, err := processCPU()
+	if err != nil {
+		return benchresult.InterleavedSample{}, err
+	}
 	runtime.ReadMemStats(&mem)
 	if firstErr != nil {
 		return benchresult.InterleavedSample{}, firstErr
@@ -171,7 +181,7 @@ func measure(l locker, addrs []string, slot time.Duration, parallel bool) (bench
 		return benchresult.InterleavedSample{}, err
 	}
 	n := float64(ops.Load())
-	s := benchresult.InterleavedSample{Ops: int(n), NsPerOp: float64(elapsed.Nanoseconds()) / n, CPUUsPerOp: (after.cpuUs - before.cpuUs) / n, Commands: map[string]benchresult.CommandCost{}}
+	s := benchresult.InterleavedSample{Ops: int(n), NsPerOp: float64(elapsed.Nanoseconds()) / n, CPUUsPerOp: (after.cpuUs - before.cpuUs) / n, ClientCPUUsPerOp: float64(cpuAfter-cpuBefore) / 1e3 / n, Commands: map[string]benchresult.CommandCost{}}
 	if !parallel {
 		s.AllocsPerOp = float64(mem.Mallocs-mallocs) / n
 	}
@@ -192,6 +202,16 @@ func measure(l locker, addrs []string, slot time.Duration, parallel bool) (bench
 		s.Commands[cmd] = benchresult.CommandCost{CallsPerOp: float64(calls) / n, UsPerOp: float64(usec) / n}
 	}
 	return s, nil
+}
+
+// processCPU is the CPU this process has used, user and system, every
+// thread.
+func processCPU() (time.Duration, error) {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0, fmt.Errorf("getrusage: %w", err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
 }
 
 // counters are the servers' CPU and command counters, summed over nodes.

@@ -203,6 +203,10 @@ type InterleavedSample struct {
 	NsPerOp float64 `json:"nsPerOp"`
 	// CPUUsPerOp is the servers' CPU (all nodes together) per op, in µs.
 	CPUUsPerOp float64 `json:"cpuUsPerOp"`
+	// ClientCPUUsPerOp is the benchmark process's CPU (user and system,
+	// every thread) per op, in µs: with CPUUsPerOp, what the machine's
+	// cores had to run per op.
+	ClientCPUUsPerOp float64 `json:"clientCpuUsPerOp"`
 	// AllocsPerOp is heap allocations per op in the benchmark process
 	// (serial slots only: a parallel slot's goroutines share the count).
 	AllocsPerOp float64 `json:"allocsPerOp,omitempty"`

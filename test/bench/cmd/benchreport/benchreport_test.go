@@ -116,7 +116,7 @@ func TestReportHasEverySectionAndPlot(t *testing.T) {
 	ser := func(ns ...float64) []interleavedSample {
 		var out []interleavedSample
 		for _, v := range ns {
-			out = append(out, interleavedSample{Ops: 1000, NsPerOp: v, CPUUsPerOp: v / 1e4, AllocsPerOp: 20, Commands: map[string]commandCost{"evalsha": {CallsPerOp: 2, UsPerOp: v / 1e5}}})
+			out = append(out, interleavedSample{Ops: 1000, NsPerOp: v, CPUUsPerOp: v / 1e4, ClientCPUUsPerOp: v / 2e4, AllocsPerOp: 20, Commands: map[string]commandCost{"evalsha": {CallsPerOp: 2, UsPerOp: v / 1e5}}})
 		}
 		return out
 	}
@@ -136,7 +136,9 @@ func TestReportHasEverySectionAndPlot(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"| redislock | 90.0 | 0.90 [0.80–1.00] | 9.0 | 0.90 [0.80–1.00] | 20 |",
+		"| redislock | 90.0 | 0.90 [0.80–1.00] | 9.0 | 0.90 [0.80–1.00] | 4.5 | 20 |",
+		"| parallel wall time: redislock ÷ rueidislock | n/a | 1.10 | n/a |",
+		"| Redlock 5 nodes, wall time ÷ 1 node's (redislock, serial) | n/a | 2.00 | n/a |",
 		"| serial wall time: redislock ÷ bsm | 0.90 [0.80–1.00] | 1.00 | PASS |",
 		"| restart guard, wall time: redislock ÷ redislock-durable (serial) | 1.00 [1.00–1.02] | 1.03 | PASS |",
 		"| parallel wall time: redislock ÷ bsm | n/a | 1.00 | n/a |",
