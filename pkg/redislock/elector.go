@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/utils/clock"
 )
 
 // ElectorOptions configures an Elector.
@@ -33,6 +34,17 @@ type ElectorOptions struct {
 	// Metadata is published beside this candidate's lock while it leads
 	// (see ObtainOptions.Metadata). Optional; at most MaxMetadataLen bytes.
 	Metadata string
+	// Health gates leadership on the app's health. The Elector campaigns
+	// only while it is healthy (meanwhile State's Err wraps ErrUnhealthy
+	// and the reason), and a leader that stays unhealthy for StepDownAfter
+	// steps down: its leadership context ends with cause ErrUnhealthy,
+	// OnStoppedLeading runs and the lock is released, so that a healthy
+	// candidate takes over at once. Health thus moves leadership at most
+	// once per StepDownAfter. Optional.
+	Health *Health
+	// StepDownAfter is how long a leader may stay unhealthy before it
+	// steps down; default TTL. Only with Health.
+	StepDownAfter time.Duration
 }
 
 // Elector campaigns for one lock and leads while it holds it, over and
@@ -66,6 +78,14 @@ func (c *Client) NewElector(o ElectorOptions) (*Elector, error) {
 	}
 	if err := checkMetadata(o.Metadata); err != nil {
 		return nil, err
+	}
+	switch {
+	case o.StepDownAfter < 0:
+		return nil, fmt.Errorf("%w: StepDownAfter %v is negative", ErrInvalidOptions, o.StepDownAfter)
+	case o.StepDownAfter > 0 && o.Health == nil:
+		return nil, fmt.Errorf("%w: StepDownAfter is set without Health", ErrInvalidOptions)
+	case o.StepDownAfter == 0:
+		o.StepDownAfter = o.TTL
 	}
 	return &Elector{c: c, o: o}, nil
 }
@@ -129,30 +149,43 @@ func (e *Elector) Run(ctx context.Context) error {
 	log := e.c.opts.Logger.WithValues("lock", e.o.Name, "identity", e.c.opts.Identity)
 	wake, unsubscribe := e.c.WatchReleases(ctx, e.o.Name)
 	defer unsubscribe()
-	clock := e.c.opts.Clock
-	timer := clock.NewTimer(0)
+	clk := e.c.opts.Clock
+	timer := clk.NewTimer(0)
 	defer timer.Stop()
 	// campaign is when the first attempt of this campaign was made: zero
 	// until then, and again after each term.
 	var campaign time.Time
+	// recovered is closed when the unhealthy app turns healthy.
+	var recovered <-chan struct{}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-timer.C():
 		case <-wake:
+		case <-recovered:
 		}
 		if ctx.Err() != nil {
 			return nil
 		}
+		recovered = nil
+		if healed, why := e.unhealthy(); healed != nil {
+			// No attempt until the app is healthy: a release that
+			// wakes this candidate meanwhile finds it unhealthy still.
+			recovered = healed
+			e.setErr(log, why)
+			campaign = time.Time{}
+			timer.Stop()
+			continue
+		}
 		if campaign.IsZero() {
-			campaign = clock.Now()
+			campaign = clk.Now()
 		}
 		l, h, err := e.c.obtain(ctx, e.o.Name, e.o.TTL, e.o.Metadata)
 		var wait time.Duration
 		switch {
 		case err == nil:
-			e.c.opts.Metrics.Wait(e.o.Name, clock.Since(campaign), nil)
+			e.c.opts.Metrics.Wait(e.o.Name, clk.Since(campaign), nil)
 			campaign = time.Time{}
 			e.setErr(log, nil)
 			e.lead(ctx, l)
@@ -193,7 +226,7 @@ func (e *Elector) setErr(log logr.Logger, err error) {
 
 // sentinelOf returns the sentinel of this package that err wraps, or err.
 func sentinelOf(err error) error {
-	for _, s := range []error{ErrGuarded, ErrMalformedValue, ErrNoQuorum, ErrInvalidOptions} {
+	for _, s := range []error{ErrGuarded, ErrMalformedValue, ErrNoQuorum, ErrInvalidOptions, ErrUnhealthy} {
 		if errors.Is(err, s) {
 			return s
 		}
@@ -227,18 +260,36 @@ func jitter(d time.Duration) time.Duration {
 	return d/2 + rand.N(d)
 }
 
+// unhealthy returns, while Health says the app is unhealthy, a channel
+// closed when that changes and why (an error wrapping ErrUnhealthy); nil
+// and nil otherwise.
+func (e *Elector) unhealthy() (healed <-chan struct{}, why error) {
+	if e.o.Health == nil {
+		return nil, nil
+	}
+	if st := e.o.Health.State(); st.Err != nil {
+		return st.Changed, fmt.Errorf("%w: %w", ErrUnhealthy, st.Err)
+	}
+	return nil, nil
+}
+
 // lead holds l until leadership ends, then releases it.
 func (e *Elector) lead(ctx context.Context, l *Lock) {
 	log := e.c.opts.Logger.WithValues("lock", e.o.Name, "identity", e.c.opts.Identity, "fence", l.Fence())
-	held, stop := l.watch(ctx, e.o.Timing)
+	term, end := context.WithCancelCause(ctx)
+	defer end(nil)
+	held, stop := l.watch(term, e.o.Timing)
 	e.mu.Lock()
 	e.lock, e.held = l, held
 	e.mu.Unlock()
 	log.Info("started leading")
 	e.observe(e.c.opts.Identity)
 	go e.o.OnStartedLeading(held, l)
-	<-held.Done()
+	e.awaitEnd(held, end)
 	err := stop()
+	if err == nil {
+		err = context.Cause(term) // ErrUnhealthy, or why ctx ended
+	}
 	e.mu.Lock()
 	// Who leads next is unknown until the next attempt observes it.
 	e.lock, e.held, e.leader = nil, nil, ""
@@ -249,6 +300,51 @@ func (e *Elector) lead(ctx context.Context, l *Lock) {
 	}
 	if rerr := l.Release(context.WithoutCancel(ctx)); rerr != nil && !errors.Is(rerr, ErrNotHeld) {
 		log.Info("release failed; the key expires by itself", "error", rerr.Error())
+	}
+}
+
+// awaitEnd returns once held, a term's leadership context, is done. With
+// Health, it ends the term itself (end) once the app has stayed unhealthy
+// for StepDownAfter; it wakes only when the health changes or that time
+// is up, and keeps no timer while the app is healthy.
+func (e *Elector) awaitEnd(held context.Context, end context.CancelCauseFunc) {
+	if e.o.Health == nil {
+		<-held.Done()
+		return
+	}
+	clk := e.c.opts.Clock
+	var due clock.Timer
+	defer func() {
+		if due != nil {
+			due.Stop()
+		}
+	}()
+	for {
+		st := e.o.Health.State()
+		var dueC <-chan time.Time
+		if st.Err == nil && due != nil {
+			due.Stop()
+		}
+		if st.Err != nil {
+			left := e.o.StepDownAfter - clk.Since(st.Since)
+			if left <= 0 {
+				end(fmt.Errorf("%w for %v: %w", ErrUnhealthy, e.o.StepDownAfter, st.Err))
+				<-held.Done()
+				return
+			}
+			if due == nil {
+				due = clk.NewTimer(left)
+			} else {
+				due.Reset(left)
+			}
+			dueC = due.C()
+		}
+		select {
+		case <-held.Done():
+			return
+		case <-st.Changed:
+		case <-dueC:
+		}
 	}
 }
 

@@ -82,23 +82,26 @@ func (j *journal) terms() int {
 
 func (j *journal) elector(t *testing.T, c *redislock.Client, name string, timing redislock.Timing) *redislock.Elector {
 	t.Helper()
+	return j.electorWith(t, c, redislock.ElectorOptions{Name: name, Timing: timing})
+}
+
+// electorWith returns an Elector with o whose terms j records.
+func (j *journal) electorWith(t *testing.T, c *redislock.Client, o redislock.ElectorOptions) *redislock.Elector {
+	t.Helper()
 	who := c.Identity()
 	// The Elector runs OnStartedLeading on a goroutine of its own, so a
 	// term that ends at once could record its stop first; each stop waits
 	// for its term's start to be recorded.
 	recorded := make(chan struct{}, 1)
-	e, err := c.NewElector(redislock.ElectorOptions{
-		Name:   name,
-		Timing: timing,
-		OnStartedLeading: func(_ context.Context, l *redislock.Lock) {
-			j.add(event{who: who, started: true, fence: l.Fence()})
-			recorded <- struct{}{}
-		},
-		OnStoppedLeading: func() {
-			<-recorded
-			j.add(event{who: who})
-		},
-	})
+	o.OnStartedLeading = func(_ context.Context, l *redislock.Lock) {
+		j.add(event{who: who, started: true, fence: l.Fence()})
+		recorded <- struct{}{}
+	}
+	o.OnStoppedLeading = func() {
+		<-recorded
+		j.add(event{who: who})
+	}
+	e, err := c.NewElector(o)
 	if err != nil {
 		t.Fatal(err)
 	}

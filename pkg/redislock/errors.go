@@ -55,6 +55,11 @@ var (
 	// which every lock operation needs. It comes wrapped in the error of
 	// the call, ErrNoQuorum or ErrLockLost among them.
 	ErrNoScripting = errors.New("redislock: the server runs no Lua scripts, which every lock operation needs")
+
+	// ErrUnhealthy means the app a candidate speaks for is unhealthy (see
+	// Health): it does not campaign, and a leader that stays so steps
+	// down.
+	ErrUnhealthy = errors.New("redislock: the app is unhealthy")
 )
 
 // GuardedError is the error, wrapping ErrGuarded, of an acquisition the

@@ -226,6 +226,14 @@ func TestInvalidInputIsRejected(t *testing.T) {
 			return err
 		}, "RenewDeadline 1s is not shorter than TTL 1s less the drift allowance"},
 		{"no leading callback", func() error { _, err := c.NewElector(redislock.ElectorOptions{Name: "k"}); return err }, "OnStartedLeading is nil"},
+		{"negative step-down wait", func() error {
+			_, err := c.NewElector(redislock.ElectorOptions{Name: "k", OnStartedLeading: func(context.Context, *redislock.Lock) {}, Health: redislock.NewHealth(nil, nil), StepDownAfter: -time.Second})
+			return err
+		}, "StepDownAfter -1s is negative"},
+		{"step-down wait without health", func() error {
+			_, err := c.NewElector(redislock.ElectorOptions{Name: "k", OnStartedLeading: func(context.Context, *redislock.Lock) {}, StepDownAfter: time.Second})
+			return err
+		}, "StepDownAfter is set without Health"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
