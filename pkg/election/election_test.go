@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -61,6 +63,22 @@ func (j *journal) check(t *testing.T) int {
 		}
 	}
 	return terms
+}
+
+// acquisitions counts the journaled acquisitions, without check's test of
+// overlaps: a Lock that steps down releases inside Update, so its give-up
+// is journaled after the release, and possibly after the next holder's
+// acquisition.
+func (j *journal) acquisitions() int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	n := 0
+	for _, e := range j.events {
+		if strings.HasPrefix(e, "acquired ") {
+			n++
+		}
+	}
+	return n
 }
 
 // journaled wraps a Lock and journals acquisitions and give-ups: after a
@@ -135,13 +153,20 @@ type candidate struct {
 // run starts client-go's LeaderElector for identity over a fresh Lock.
 func run(t *testing.T, s *redisproc.Server, j *journal, id string, cfg leaderelection.LeaderElectionConfig, ttl time.Duration) *candidate {
 	t.Helper()
+	return runWith(t, s, j, id, cfg, ttl, election.LockOptions{})
+}
+
+// runWith is run with the Lock's options o (Wake set by runWith).
+func runWith(t *testing.T, s *redisproc.Server, j *journal, id string, cfg leaderelection.LeaderElectionConfig, ttl time.Duration, o election.LockOptions) *candidate {
+	t.Helper()
 	lc, err := redislock.New(redistest.Clients(t, s), &redislock.Options{AssumeDurable: true, Identity: id})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	wake, stop := lc.WatchReleases(ctx, "election")
-	lock, err := election.NewLock(lc, "election", ttl, election.LockOptions{Wake: wake})
+	o.Wake = wake
+	lock, err := election.NewLock(lc, "election", ttl, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,6 +313,75 @@ func TestClientGoLeaderStepsDownWhenRedisIsDown(t *testing.T) {
 	// client-go's Run returns once renewals failed for RenewDeadline.
 	if took := time.Since(paused); took > cfg.LeaseDuration+time.Second {
 		t.Fatalf("leader stepped down %v after Redis went away; its key expires after %v", took, cfg.LeaseDuration)
+	}
+}
+
+// health is a check a test turns on and off, counting its calls.
+type health struct {
+	ok    atomic.Bool
+	calls atomic.Int64
+}
+
+func (h *health) check(context.Context) error {
+	h.calls.Add(1)
+	if h.ok.Load() {
+		return nil
+	}
+	return errors.New("readiness failing")
+}
+
+// A leader whose health check fails for StepDownAfter releases at its next
+// renewal, so the healthy standby leads well before the key would expire;
+// and a candidate whose check fails never acquires.
+func TestClientGoLeaderStepsDownWhenUnhealthy(t *testing.T) {
+	s := redistest.Start(t, redisproc.Options{})
+	var j journal
+	const stepDownAfter = time.Second
+	cfg, ttl := config(6*time.Second, 4*time.Second, 300*time.Millisecond, true), 6*time.Second
+	opts := func(h *health) election.LockOptions {
+		return election.LockOptions{Healthy: h.check, StepDownAfter: stepDownAfter}
+	}
+	var aHealth, bHealth health
+	aHealth.ok.Store(true)
+	bHealth.ok.Store(true)
+	a := runWith(t, s, &j, "a", cfg, ttl, opts(&aHealth))
+	defer func() { a.stop() }() // the a of the end: a restarts below
+	waitLeader(t, []*candidate{a}, 10*time.Second)
+	b := runWith(t, s, &j, "b", cfg, ttl, opts(&bHealth))
+	defer b.stop()
+	waitStandbys(t, []*candidate{a, b}, 0)
+
+	unhealthy := time.Now()
+	aHealth.ok.Store(false)
+	_, at := waitLeader(t, []*candidate{b}, 10*time.Second)
+	took := at.Sub(unhealthy)
+	t.Logf("b led %v after a turned unhealthy (StepDownAfter %v, RetryPeriod %v)", took, stepDownAfter, cfg.RetryPeriod)
+	// Not before a's checks failed for StepDownAfter; and by a release,
+	// not at the key's expiry (a ttl after a's last renewal).
+	if took < stepDownAfter || took > ttl-time.Second {
+		t.Fatalf("b led %v after a turned unhealthy; want within [%v, %v]", took, stepDownAfter, ttl-time.Second)
+	}
+	// client-go's elector ends with its leadership: a restarts, as a
+	// manager's process does, its app unhealthy still.
+	a.stop()
+	a = runWith(t, s, &j, "a", cfg, ttl, opts(&aHealth))
+	waitStandbys(t, []*candidate{b, a}, 0)
+	checks := aHealth.calls.Load()
+	bHealth.ok.Store(false)
+	// b steps down; a finds the lock free, checks, and does not acquire.
+	waitUntilNil(t, 10*time.Second, "a's refused attempts", func() error {
+		if n := aHealth.calls.Load() - checks; n < 3 {
+			return fmt.Errorf("a checked its health %d times since b turned unhealthy", n)
+		}
+		return nil
+	})
+	if terms := j.acquisitions(); terms != 2 {
+		t.Fatalf("%d acquisitions with both unhealthy; want 2 (a, b)", terms)
+	}
+	aHealth.ok.Store(true)
+	waitLeader(t, []*candidate{a}, 10*time.Second)
+	if terms := j.acquisitions(); terms != 3 {
+		t.Fatalf("%d acquisitions; want 3 (a, b, a)", terms)
 	}
 }
 

@@ -48,6 +48,9 @@ type Lock struct {
 	record   resourcelock.LeaderElectionRecord // as last written by us
 	reported string                            // holder last returned by Get
 	nonce    int64
+	// unhealthy is when the current run of failed health checks began;
+	// zero while they pass.
+	unhealthy time.Time
 }
 
 // LockOptions are the optional parts of a Lock.
@@ -65,6 +68,18 @@ type LockOptions struct {
 	// compares its reading with the held lock's deadline, and a standby's
 	// Get sleeps on it. Default: clock.RealClock.
 	Clock clock.Clock
+	// Healthy gates leadership on the app's health. It is called at each
+	// acquisition attempt and each renewal (client-go's RetryPeriod): a
+	// candidate whose check fails does not acquire, and a leader whose
+	// checks have failed for StepDownAfter releases the lock at its next
+	// renewal, so that a healthy candidate takes over at once. Leading
+	// turns false then, and the Gate refuses writes; client-go ends its
+	// leadership within RenewDeadline. Health thus moves leadership at
+	// most once per StepDownAfter. Optional.
+	Healthy func(ctx context.Context) error
+	// StepDownAfter is how long a leader's checks may fail before it
+	// steps down; default the ttl. Only with Healthy.
+	StepDownAfter time.Duration
 }
 
 // NewLock returns a Lock on the lock called name. ttl is the key's
@@ -80,6 +95,14 @@ func NewLock(c *redislock.Client, name string, ttl time.Duration, opts LockOptio
 	}
 	if (opts.Recorder == nil) != (opts.Object == nil) {
 		return nil, fmt.Errorf("election: %w: Recorder and Object go together", redislock.ErrInvalidOptions)
+	}
+	switch {
+	case opts.StepDownAfter < 0:
+		return nil, fmt.Errorf("election: %w: StepDownAfter %v is negative", redislock.ErrInvalidOptions, opts.StepDownAfter)
+	case opts.StepDownAfter > 0 && opts.Healthy == nil:
+		return nil, fmt.Errorf("election: %w: StepDownAfter is set without Healthy", redislock.ErrInvalidOptions)
+	case opts.StepDownAfter == 0:
+		opts.StepDownAfter = ttl
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
@@ -184,6 +207,9 @@ func (l *Lock) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord
 	if ler.HolderIdentity != l.client.Identity() {
 		return fmt.Errorf("election: create for %q by %q: a Lock acquires only for its own identity", ler.HolderIdentity, l.client.Identity())
 	}
+	if _, err := l.checkHealth(ctx); err != nil {
+		return fmt.Errorf("election: create %q: %w", l.name, err)
+	}
 	held, err := l.client.Obtain(ctx, l.name, l.ttl)
 	if errors.Is(err, redislock.ErrNotObtained) || errors.Is(err, redislock.ErrGuarded) {
 		return apierrors.NewConflict(resource, l.name, err)
@@ -219,6 +245,14 @@ func (l *Lock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord
 		}
 		return nil
 	}
+	if failing, err := l.checkHealth(ctx); err != nil && failing >= l.opts.StepDownAfter {
+		l.forget()
+		if rerr := held.Release(ctx); rerr != nil && !errors.Is(rerr, redislock.ErrNotHeld) {
+			return fmt.Errorf("election: step down from %q: %w", l.name, errors.Join(err, rerr))
+		}
+		// A Conflict, as for a lost lock, that also wraps why.
+		return fmt.Errorf("%w: %w", apierrors.NewConflict(resource, l.name, fmt.Errorf("stepped down after %v unhealthy", failing)), err)
+	}
 	err := held.Refresh(ctx)
 	if errors.Is(err, redislock.ErrLockLost) {
 		l.forget()
@@ -231,6 +265,27 @@ func (l *Lock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord
 	l.record = ler
 	l.mu.Unlock()
 	return nil
+}
+
+// checkHealth runs the Healthy check, if any. It returns the check's
+// failure, wrapping redislock.ErrUnhealthy, and how long the checks have
+// failed, on the Lock's clock.
+func (l *Lock) checkHealth(ctx context.Context) (time.Duration, error) {
+	if l.opts.Healthy == nil {
+		return 0, nil
+	}
+	err := l.opts.Healthy(ctx)
+	now := l.opts.Clock.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err == nil {
+		l.unhealthy = time.Time{}
+		return 0, nil
+	}
+	if l.unhealthy.IsZero() {
+		l.unhealthy = now
+	}
+	return now.Sub(l.unhealthy), fmt.Errorf("%w: %w", redislock.ErrUnhealthy, err)
 }
 
 func (l *Lock) forget() {

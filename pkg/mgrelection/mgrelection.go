@@ -60,7 +60,7 @@ type Election struct {
 // Cluster, get on namespace kube-system, whose UID names the cluster) and
 // returns an Election for identity; "" means the POD_NAME environment
 // variable, else the hostname (redislock.Options' default). Close it after the manager stops.
-func ForRedisLock(ctx context.Context, cfg *rest.Config, ref types.NamespacedName, identity string) (*Election, error) {
+func ForRedisLock(ctx context.Context, cfg *rest.Config, ref types.NamespacedName, identity string, opts ...Option) (*Election, error) {
 	c, err := redisconn.NewAPIClient(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("mgrelection: %w", err)
@@ -82,7 +82,11 @@ func ForRedisLock(ctx context.Context, cfg *rest.Config, ref types.NamespacedNam
 	broadcaster := record.NewBroadcaster()
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events(rl.Namespace)})
 	recorder := broadcaster.NewRecorder(c.Scheme(), corev1.EventSource{Component: "redislock-election"})
-	lock, err := election.NewLock(lc, name, t.TTL, election.LockOptions{Wake: wake, Recorder: recorder, Object: rl})
+	lo := election.LockOptions{Wake: wake, Recorder: recorder, Object: rl}
+	for _, o := range opts {
+		o(&lo)
+	}
+	lock, err := election.NewLock(lc, name, t.TTL, lo)
 	if err != nil {
 		broadcaster.Shutdown()
 		unsubscribe()
@@ -98,6 +102,20 @@ func ForRedisLock(ctx context.Context, cfg *rest.Config, ref types.NamespacedNam
 			cand.Close()
 		},
 	}, nil
+}
+
+// Option changes the election.Lock that ForRedisLock builds.
+type Option func(*election.LockOptions)
+
+// WithHealth gates leadership on check, called at each acquisition attempt
+// and renewal (the RedisLock's renewInterval): a replica whose check fails
+// does not lead, and a leader whose checks have failed for stepDownAfter
+// (0: the RedisLock's ttl) releases the lock, so that a healthy replica
+// takes over at once, and its manager stops leading within renewDeadline
+// (see election.LockOptions.Healthy). Its write gate refuses writes from
+// the release on.
+func WithHealth(check func(context.Context) error, stepDownAfter time.Duration) Option {
+	return func(o *election.LockOptions) { o.Healthy, o.StepDownAfter = check, stepDownAfter }
 }
 
 // Apply sets the manager options that replace Lease election with this

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -155,6 +156,61 @@ func TestForRedisLockSetsManagerOptions(t *testing.T) {
 	}
 	if err := e.Lock.Update(ctx, resourcelock.LeaderElectionRecord{}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// WithHealth reaches the Lock: an unhealthy replica does not acquire; a
+// leader whose checks keep failing steps down at a renewal, and its gate
+// refuses writes from then on.
+func TestWithHealthGatesTheLock(t *testing.T) {
+	s := redistest.Start(t, redisproc.Options{})
+	ref := lockOn(t, "healthy", s.Addr, nil)
+	redistest.WaitUp(t, 4*time.Second, s) // the restart guard's ttl
+	var healthy atomic.Bool
+	errDown := errors.New("database unreachable")
+	check := func(context.Context) error {
+		if healthy.Load() {
+			return nil
+		}
+		return errDown
+	}
+	ctx := context.Background()
+	e, err := mgrelection.ForRedisLock(ctx, cfg, ref, "a", mgrelection.WithHealth(check, time.Nanosecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	rec := resourcelock.LeaderElectionRecord{HolderIdentity: "a"}
+	if err := e.Lock.Create(ctx, rec); !errors.Is(err, redislock.ErrUnhealthy) || !errors.Is(err, errDown) {
+		t.Fatalf("Create while unhealthy: %v; want ErrUnhealthy saying why", err)
+	}
+	healthy.Store(true)
+	if err := e.Lock.Create(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	gated, err := client.New(e.Lock.Gate(cfg), client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "health-gated"}}
+	if err := gated.Create(ctx, cm); err != nil {
+		t.Fatalf("create while leading: %v", err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), cm) })
+	healthy.Store(false)
+	// The first failed check starts the count; the next, past
+	// StepDownAfter, steps down.
+	if err := e.Lock.Update(ctx, rec); err != nil {
+		t.Fatalf("renewal at the first failed check: %v", err)
+	}
+	if err := e.Lock.Update(ctx, rec); !apierrors.IsConflict(err) || !errors.Is(err, redislock.ErrUnhealthy) {
+		t.Fatalf("renewal after StepDownAfter unhealthy: %v; want a Conflict wrapping ErrUnhealthy", err)
+	}
+	if _, _, ok := e.Lock.Leading(); ok {
+		t.Fatal("Leading after stepping down")
+	}
+	if err := gated.Delete(ctx, cm); !election.IsNotLeading(err) {
+		t.Fatalf("delete after stepping down: %v; want the gate's refusal", err)
 	}
 }
 
