@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/redislock/redislock/internal/agentflags"
+	"github.com/redislock/redislock/internal/healthprobe"
 	"github.com/redislock/redislock/internal/leaderhttp"
 	"github.com/redislock/redislock/pkg/promlock"
 	"github.com/redislock/redislock/pkg/redisconn"
@@ -48,6 +49,10 @@ const (
 	DefaultMaxConnections = 512
 	DefaultMaxLongPolls   = 128
 )
+
+// DefaultHealthPeriod is how often the agent checks Options.Health unless
+// Options.HealthPeriod says otherwise.
+const DefaultHealthPeriod = time.Second
 
 // Retry bounds for reading the RedisLock at start.
 const (
@@ -106,6 +111,15 @@ type Options struct {
 	// Cluster in Redis (the webhook injects it). Default: read from the
 	// API server, which needs get on namespace kube-system.
 	ClusterID string
+	// Health, when set, gates leadership on the app's health (a
+	// healthprobe signal: http://HOST:PORT/PATH or file:/PATH), checked
+	// every HealthPeriod (default DefaultHealthPeriod): the agent
+	// campaigns only while the app is healthy, and steps down (releases)
+	// once it has been unhealthy for StepDownAfter (default the lock's
+	// ttl). /leader's error says why it does not campaign meanwhile.
+	Health        string
+	HealthPeriod  time.Duration
+	StepDownAfter time.Duration
 	// Clock tells time, for the agent and its lock client. Default
 	// clock.RealClock.
 	Clock clock.WithDelayedExecution
@@ -123,6 +137,11 @@ type Agent struct {
 	changes  leaderhttp.Changes // wakes the long polls of /leader
 	leader   *leaderhttp.LongPolls
 	timeouts timeouts // of the HTTP servers
+
+	// probe and health, with Options.Health: the app's health, which
+	// probeHealth keeps and the elector is gated on.
+	probe  healthprobe.Probe
+	health *redislock.Health
 
 	mu      sync.Mutex
 	elector *redislock.Elector // nil until campaigning
@@ -171,6 +190,23 @@ func (o Options) validate() error {
 	case o.OnLost != "" && len(o.Command) == 0:
 		invalid("OnLost", "set without a command to run (after --)")
 	}
+	if o.Health != "" {
+		if _, err := healthprobe.Parse(o.Health); err != nil {
+			invalid("Health", "%v", err)
+		}
+	}
+	switch {
+	case o.HealthPeriod < 0:
+		invalid("HealthPeriod", "%v is negative", o.HealthPeriod)
+	case o.HealthPeriod > 0 && o.Health == "":
+		invalid("HealthPeriod", "set without a health signal")
+	}
+	switch {
+	case o.StepDownAfter < 0:
+		invalid("StepDownAfter", "%v is negative", o.StepDownAfter)
+	case o.StepDownAfter > 0 && o.Health == "":
+		invalid("StepDownAfter", "set without a health signal")
+	}
 	switch {
 	case o.MaxConnections < 0:
 		invalid("MaxConnections", "%d: want at least 1, or 0 for the default %d", o.MaxConnections, DefaultMaxConnections)
@@ -195,6 +231,7 @@ func New(cfg *rest.Config, o Options) (*Agent, error) {
 	o.Addr = cmp.Or(o.Addr, agentflags.DefaultHTTPAddress)
 	o.MaxConnections = cmp.Or(o.MaxConnections, DefaultMaxConnections)
 	o.MaxLongPolls = cmp.Or(o.MaxLongPolls, DefaultMaxLongPolls)
+	o.HealthPeriod = cmp.Or(o.HealthPeriod, DefaultHealthPeriod)
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
 	}
@@ -206,6 +243,10 @@ func New(cfg *rest.Config, o Options) (*Agent, error) {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
 	a := &Agent{o: o, c: c, reg: prometheus.NewRegistry(), timeouts: defaultTimeouts}
+	if o.Health != "" {
+		a.probe, _ = healthprobe.Parse(o.Health) // validate parsed it
+		a.health = redislock.NewHealth(errNotProbed, o.Clock)
+	}
 	a.leader = a.changes.Handler(a.status, o.Clock, o.MaxLongPolls)
 	if a.metrics, err = promlock.New(a.reg); err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
@@ -311,6 +352,9 @@ func (a *Agent) campaign(ctx context.Context, cand *redisconn.Candidate) error {
 		return nil
 	})
 	parts.Go(func() error { a.publish(reports, changed, cand.Timing.RenewInterval); return nil })
+	if a.health != nil {
+		parts.Go(func() error { a.probeHealth(ctx, notify); return nil })
+	}
 	if a.o.Hook != "" {
 		parts.Go(func() error { a.runHooks(reports, hooked, cand.Timing.TTL); return nil })
 	}
@@ -333,6 +377,9 @@ func (a *Agent) newElector(ctx context.Context, cancel context.CancelFunc, cand 
 		OnStartedLeading: func(context.Context, *redislock.Lock) { notify() },
 		OnStoppedLeading: notify,
 		OnNewLeader:      func(string) { notify() },
+	}
+	if a.health != nil {
+		eo.Health, eo.StepDownAfter = a.health, a.o.StepDownAfter
 	}
 	var el *redislock.Elector
 	var run *runner
@@ -400,5 +447,13 @@ func (a *Agent) status() leaderhttp.Status {
 		}
 		return st
 	}
-	return statusOf(a.o.Identity, name, el.State())
+	st := statusOf(a.o.Identity, name, el.State())
+	if a.health != nil && !st.Leading {
+		// As the elector says it, but at once: it learns of a change
+		// at its next wake.
+		if hs := a.health.State(); hs.Err != nil {
+			st.Error = fmt.Errorf("%w: %w", redislock.ErrUnhealthy, hs.Err).Error()
+		}
+	}
+	return st
 }

@@ -36,6 +36,11 @@ func TestNewRejectsEachBrokenRule(t *testing.T) {
 		{Options{Lock: lock, Identity: "a", MaxLongPolls: -1}, "MaxLongPolls: -1: want at least 1"},
 		{Options{Lock: lock, Identity: "a", MaxConnections: 100}, "MaxLongPolls: 128: want fewer than the connection cap (100)"},
 		{Options{Lock: lock, Identity: "a", MaxConnections: 10, MaxLongPolls: 10}, "MaxLongPolls: 10: want fewer than the connection cap (10)"},
+		{Options{Lock: lock, Identity: "a", Health: "ready"}, `Health: healthprobe: invalid health signal "ready": want http://HOST:PORT/PATH`},
+		{Options{Lock: lock, Identity: "a", HealthPeriod: time.Second}, "HealthPeriod: set without a health signal"},
+		{Options{Lock: lock, Identity: "a", Health: "file:/ready", HealthPeriod: -time.Second}, "HealthPeriod: -1s is negative"},
+		{Options{Lock: lock, Identity: "a", StepDownAfter: time.Second}, "StepDownAfter: set without a health signal"},
+		{Options{Lock: lock, Identity: "a", Health: "file:/ready", StepDownAfter: -time.Second}, "StepDownAfter: -1s is negative"},
 	}
 	for _, tc := range cases {
 		_, err := New(cfg, tc.o)

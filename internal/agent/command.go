@@ -26,6 +26,9 @@ var optionFlags = map[string]string{
 	"MaxConnections": "-" + agentflags.MaxConnections,
 	"MaxLongPolls":   "-" + agentflags.MaxLongPolls,
 	"Command":        "the command after --",
+	"Health":         "-" + agentflags.Health,
+	"HealthPeriod":   "-health-period",
+	"StepDownAfter":  "-" + agentflags.StepDownAfter,
 }
 
 // Command runs `redislock agent` with args until ctx ends. Flags that
@@ -72,6 +75,7 @@ func options(f agentflags.Flags, command []string) Options {
 		LabelPod: f.LabelPod, LeaderFile: f.LeaderFile,
 		ClusterID: f.ClusterID, Hook: f.Hook,
 		Command: command, OnLost: onLostFlag(command, f.OnLost),
+		Health: f.Health, HealthPeriod: f.HealthPeriod, StepDownAfter: f.StepDownAfter,
 	}
 }
 

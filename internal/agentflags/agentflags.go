@@ -3,7 +3,10 @@
 // webhook that writes them into the pods it injects.
 package agentflags
 
-import "flag"
+import (
+	"flag"
+	"time"
+)
 
 // The agent's HTTP port and the environment variables that give its pod's
 // name and namespace: the webhook sets them in the pods it injects, and the
@@ -25,6 +28,9 @@ const (
 	Namespace = "namespace"
 	Identity  = "identity"
 	OnLost    = "on-lost"
+	// Health and StepDownAfter gate leadership on the app's health.
+	Health        = "health"
+	StepDownAfter = "step-down-after"
 	// MaxConnections and MaxLongPolls bound what clients can hold of the
 	// agent's HTTP servers.
 	MaxConnections = "max-connections"
@@ -48,6 +54,9 @@ type Flags struct {
 	ClusterID      string
 	Hook           string
 	OnLost         string
+	Health         string
+	HealthPeriod   time.Duration
+	StepDownAfter  time.Duration
 }
 
 // Bind declares the flags on fs, each defaulting to f's value and parsed
@@ -64,6 +73,9 @@ func (f *Flags) Bind(fs *flag.FlagSet) {
 	fs.StringVar(&f.LeaderFile, "leader-file", f.LeaderFile, "keep the /leader JSON in this file, rewritten on changes and renewals")
 	fs.StringVar(&f.ClusterID, "cluster-id", f.ClusterID, "this cluster's identity, the UID of namespace kube-system, for a lock of scope Cluster (default: read it, which needs get on that namespace)")
 	fs.StringVar(&f.Hook, "hook", f.Hook, "a program to run on each change of leadership or holder, with the /leader JSON on its stdin and REDISLOCK_LEADING=true|false")
+	fs.StringVar(&f.Health, Health, f.Health, "gate leadership on the app's health: http://HOST:PORT/PATH (healthy on a status from 200 to 399) or file:/PATH (healthy while it exists); the agent campaigns only while it is healthy, and steps down (releases) once it has been unhealthy for -"+StepDownAfter)
+	fs.DurationVar(&f.HealthPeriod, "health-period", f.HealthPeriod, "how often to check -"+Health+" (default 1s)")
+	fs.DurationVar(&f.StepDownAfter, StepDownAfter, f.StepDownAfter, "how long a leader may stay unhealthy before it steps down (default: the lock's ttl)")
 	fs.StringVar(&f.OnLost, OnLost, f.OnLost, "with a command after --: what to do when leadership ends, once the command is stopped: exit, or campaign to run it again at the next term")
 }
 

@@ -5,6 +5,7 @@ import (
 	"path"
 	"slices"
 	"strconv"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/redislock/redislock/internal/agentflags"
+	"github.com/redislock/redislock/internal/healthprobe"
 )
 
 const (
@@ -39,6 +41,19 @@ const (
 	// set its command in the pod spec: the webhook cannot see its image's
 	// entrypoint.
 	RunContainerAnnotation = "redislock.io/run-container"
+	// HealthAnnotation gates the pod's leadership on its app's health: a
+	// signal the agent checks every second, http://HOST:PORT/PATH
+	// (healthy on a status from 200 to 399; the agent shares the pod's
+	// network, so 127.0.0.1 reaches the app) or file:/PATH (healthy while
+	// the file exists, in a volume the app and the agent share). The pod
+	// campaigns only while its app is healthy, and its agent steps down
+	// (releases) once the app has been unhealthy for
+	// StepDownAfterAnnotation.
+	HealthAnnotation = "redislock.io/health"
+	// StepDownAfterAnnotation is how long a leader's app may stay
+	// unhealthy before its agent steps down, as a Go duration ("30s");
+	// default the lock's ttl. Only with HealthAnnotation.
+	StepDownAfterAnnotation = "redislock.io/step-down-after"
 	// ContainerName is the injected agent container's name: the sidecar,
 	// or with RunContainerAnnotation the init container that installs the
 	// agent's binary for the wrapped container.
@@ -82,6 +97,11 @@ type Injection struct {
 	// RunContainer, when set, is the app container that runs only while
 	// the pod leads.
 	RunContainer string
+	// Health, when set, is the health signal that gates the pod's
+	// leadership, and StepDownAfter, when set, how long its app may stay
+	// unhealthy while it leads.
+	Health        string
+	StepDownAfter time.Duration
 }
 
 // Requested reads the injection a pod asks for. ok is false when the pod
@@ -125,6 +145,22 @@ func Requested(pod *corev1.Pod) (in Injection, ok bool, err error) {
 		if v.Name == VolumeName || v.Name == BinVolumeName {
 			return Injection{}, true, fmt.Errorf("volume %s already exists; the agent needs that name", v.Name)
 		}
+	}
+	if v, set := pod.Annotations[HealthAnnotation]; set {
+		if _, err := healthprobe.Parse(v); err != nil {
+			return Injection{}, true, fmt.Errorf("annotation %s: %w", HealthAnnotation, err)
+		}
+		in.Health = v
+	}
+	if v, set := pod.Annotations[StepDownAfterAnnotation]; set {
+		d, err := time.ParseDuration(v)
+		switch {
+		case err != nil || d <= 0:
+			return Injection{}, true, fmt.Errorf("annotation %s: %q is not a positive duration, as 30s", StepDownAfterAnnotation, v)
+		case in.Health == "":
+			return Injection{}, true, fmt.Errorf("annotation %s: set without annotation %s, the health signal it applies to", StepDownAfterAnnotation, HealthAnnotation)
+		}
+		in.StepDownAfter = d
 	}
 	if name, set := pod.Annotations[RunContainerAnnotation]; set {
 		i := slices.IndexFunc(pod.Spec.Containers, func(c corev1.Container) bool { return c.Name == name })
@@ -192,7 +228,8 @@ func DefaultResources() corev1.ResourceRequirements {
 // (read-only), LeaderURLEnv, LeaderFileEnv and IdentityEnv. The caller
 // checks Injected first.
 func Apply(pod *corev1.Pod, in Injection, a Agent) {
-	flags := agentflags.Flags{Lock: in.Lock, HTTPAddress: ":" + strconv.Itoa(int(in.Port)), LabelPod: in.LabelPod, LeaderFile: LeaderFile, ClusterID: a.ClusterID}
+	flags := agentflags.Flags{Lock: in.Lock, HTTPAddress: ":" + strconv.Itoa(int(in.Port)), LabelPod: in.LabelPod, LeaderFile: LeaderFile, ClusterID: a.ClusterID,
+		Health: in.Health, StepDownAfter: in.StepDownAfter}
 	// served is the port the kubelet and Prometheus reach.
 	served := in.Port
 	if in.ProbePort != 0 {

@@ -28,6 +28,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	"sigs.k8s.io/yaml"
 
 	"github.com/redislock/redislock/api/v1alpha1"
 	"github.com/redislock/redislock/internal/agentflags"
@@ -180,7 +181,8 @@ func checkInjected(t *testing.T, pod *corev1.Pod, in inject.Injection) {
 	}
 	// The agent's own flag set parses what the webhook wrote. With a probe
 	// port, /leader is on 127.0.0.1 and the kubelet probes that port.
-	wantFlags := agentflags.Flags{Lock: lock, HTTPAddress: fmt.Sprintf(":%d", port), LabelPod: in.LabelPod, LeaderFile: inject.LeaderFile, ClusterID: "test-cluster"}
+	wantFlags := agentflags.Flags{Lock: lock, HTTPAddress: fmt.Sprintf(":%d", port), LabelPod: in.LabelPod, LeaderFile: inject.LeaderFile, ClusterID: "test-cluster",
+		Health: in.Health, StepDownAfter: in.StepDownAfter}
 	served := port
 	if in.ProbePort != 0 {
 		wantFlags.HTTPAddress, wantFlags.ProbeAddress = fmt.Sprintf("127.0.0.1:%d", port), fmt.Sprintf(":%d", in.ProbePort)
@@ -293,6 +295,26 @@ func TestLabelPodAnnotation(t *testing.T) {
 	}
 }
 
+// The health annotations gate the agent's leadership: its flags carry the
+// signal and the step-down wait.
+// The pod is docs/workloads.md's.
+func TestHealthAnnotationsGateTheAgent(t *testing.T) {
+	ns := namespace(t)
+	block, err := testenv.DocBlockByID("../..", "docs/workloads.md", "health-gated-pod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{}
+	if err := yaml.UnmarshalStrict([]byte(block.Text), pod); err != nil {
+		t.Fatal(err)
+	}
+	pod.Namespace = ns
+	if err := k8s.Create(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	checkInjected(t, pod, inject.Injection{Lock: "lock", Port: inject.DefaultPort, LabelPod: true, Health: "http://127.0.0.1:8080/ready", StepDownAfter: 20 * time.Second})
+}
+
 // A Deployment is stored as written; the pods created from its template
 // (here as the ReplicaSet controller would, which envtest does not run)
 // get the agent.
@@ -402,6 +424,9 @@ func TestBadAnnotationIsRejected(t *testing.T) {
 		{"probe port taken", map[string]string{inject.LockAnnotation: "lock", inject.ProbePortAnnotation: "8080"}, nil, "container app already uses port 8080, the agent's probes'; set annotation redislock.io/agent-probe-port"},
 		{"run-container missing", map[string]string{inject.LockAnnotation: "lock", inject.RunContainerAnnotation: "worker"}, nil, `annotation redislock.io/run-container: the pod has no container "worker"`},
 		{"run-container without a command", map[string]string{inject.LockAnnotation: "lock", inject.RunContainerAnnotation: "app"}, nil, "container app sets no command, so the webhook cannot wrap it"},
+		{"bad health signal", map[string]string{inject.LockAnnotation: "lock", inject.HealthAnnotation: "tcp://127.0.0.1:8080"}, nil, `annotation redislock.io/health: healthprobe: invalid health signal "tcp://127.0.0.1:8080": want http://HOST:PORT/PATH`},
+		{"bad step-down wait", map[string]string{inject.LockAnnotation: "lock", inject.HealthAnnotation: "file:/run/ready", inject.StepDownAfterAnnotation: "soon"}, nil, `annotation redislock.io/step-down-after: "soon" is not a positive duration`},
+		{"step-down wait without health", map[string]string{inject.LockAnnotation: "lock", inject.StepDownAfterAnnotation: "30s"}, nil, "annotation redislock.io/step-down-after: set without annotation redislock.io/health"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -175,8 +175,15 @@ func agentUser(t *testing.T, ns string, secrets ...string) string {
 // ends.
 func startAgents(t *testing.T, ns, lock, kubeconfig string, command ...string) (*agentFleet, []string, *poller) {
 	t.Helper()
+	return startAgentsWith(t, ns, lock, kubeconfig, nil, command...)
+}
+
+// startAgentsWith is startAgents with, before command, the flags perAgent
+// gives each agent (nil: none).
+func startAgentsWith(t *testing.T, ns, lock, kubeconfig string, perAgent func(id string) []string, command ...string) (*agentFleet, []string, *poller) {
+	t.Helper()
 	fl := &agentFleet{t: t, bin: goBuild(t, "."), ns: ns, lock: lock, kubeconfig: kubeconfig, clusterID: clusterIDOf(t, apiServer(t)),
-		dir: t.TempDir(), procs: map[string]*agentProc{}, command: command}
+		dir: t.TempDir(), procs: map[string]*agentProc{}, command: command, perAgent: perAgent}
 	ids := []string{"worker-a", "worker-b", "worker-c"}
 	for _, id := range ids {
 		mustKubectl(t, "run", "-n", ns, id, "--image=example.test/worker:1", "--restart=Never")
@@ -193,6 +200,7 @@ type agentFleet struct {
 	bin, ns, lock, kubeconfig string
 	clusterID                 string
 	command                   []string // flags and "-- CMD ARGS" after the others
+	perAgent                  func(id string) []string
 	dir                       string
 	mu                        sync.Mutex
 	procs                     map[string]*agentProc
@@ -222,11 +230,19 @@ func (f *agentFleet) start(id, addr string) {
 	p := startProc(f.t, 3072, proc.Options{Name: "agent " + id, Path: f.bin,
 		// -cluster-id as the webhook injects it: the agent's own role
 		// does not read namespaces.
-		Args: append([]string{"agent", "-lock=" + f.lock, "-http-address=" + addr, "-label-pod", "-leader-file=" + f.leaderFile(id), "-cluster-id=" + f.clusterID}, f.command...),
+		Args: slices.Concat([]string{"agent", "-lock=" + f.lock, "-http-address=" + addr, "-label-pod", "-leader-file=" + f.leaderFile(id), "-cluster-id=" + f.clusterID}, f.args(id), f.command),
 		Env:  []string{"KUBECONFIG=" + f.kubeconfig, "POD_NAME=" + id, "POD_NAMESPACE=" + f.ns}, Log: filepath.Join(f.dir, id+".log")})
 	f.mu.Lock()
 	f.procs[id] = &agentProc{id: id, addr: addr, Process: p}
 	f.mu.Unlock()
+}
+
+// args are the flags of agent id that f.perAgent gives.
+func (f *agentFleet) args(id string) []string {
+	if f.perAgent == nil {
+		return nil
+	}
+	return f.perAgent(id)
 }
 
 func (f *agentFleet) proc(id string) *agentProc {
