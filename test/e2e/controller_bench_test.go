@@ -314,7 +314,7 @@ func deleteBenchLocks(t *testing.T, c client.Client, w *lockWatch, locks []*v1al
 			t.Errorf("delete the RedisLocks in %s: %v", ns, err)
 		}
 	}
-	waitUntil(t, 10*time.Minute, fmt.Sprintf("all %d RedisLocks gone", len(locks)), func() bool { return w.count() == 0 })
+	waitUntil(t, 10*time.Minute, fmt.Sprintf("all %d RedisLocks gone", len(locks)), func() bool { return w.left(locks) == 0 })
 }
 
 // pctSeconds is pct of seconds.
@@ -490,10 +490,18 @@ func (w *lockWatch) forget(obj any) {
 }
 
 // count is how many of the locks exist.
-func (w *lockWatch) count() int {
+// left is how many of locks w still sees: other locks of the run (a
+// test's cleanups delete them later) do not count.
+func (w *lockWatch) left(locks []*v1alpha1.RedisLock) int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return len(w.ready)
+	n := 0
+	for _, rl := range locks {
+		if _, ok := w.ready[client.ObjectKeyFromObject(rl)]; ok {
+			n++
+		}
+	}
+	return n
 }
 
 func (w *lockWatch) readyCount() int {
