@@ -29,7 +29,14 @@ func (c *Client) announceGrant(ctx context.Context, l *Lock, took []int) {
 	if c.announce == "1" {
 		return
 	}
-	ctx = context.WithoutCancel(ctx)
+	// Apart, so that the scripts' case does not pay for what the
+	// goroutines capture (ctx escapes: one allocation per grant).
+	c.publishGrant(context.WithoutCancel(ctx), l, took)
+}
+
+// publishGrant publishes l's grant on the nodes took, each from a
+// goroutine of its own.
+func (c *Client) publishGrant(ctx context.Context, l *Lock, took []int) {
 	channel := l.keys.channel()
 	for _, i := range took {
 		go func() {
