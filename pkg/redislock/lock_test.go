@@ -247,23 +247,13 @@ func TestInvalidInputIsRejected(t *testing.T) {
 
 func TestUnreachableRedisFailsWithinNodeTimeout(t *testing.T) {
 	s := redistest.Start(t, redisproc.Options{})
-	// A client whose own timeouts are long: the bound must come from the
-	// lock, not from go-redis.
-	rc := redis.NewClient(&redis.Options{Addr: s.Addr, ReadTimeout: time.Minute, WriteTimeout: time.Minute, MaxRetries: -1})
-	t.Cleanup(func() { _ = rc.Close() })
-	c, err := redislock.New([]redis.UniversalClient{rc}, &redislock.Options{AssumeDurable: true, Identity: "a", NodeTimeout: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := slowClient(t, s, false)
 	ctx := context.Background()
-	if _, err := c.Obtain(ctx, "warm", time.Second); err != nil {
-		t.Fatal(err)
-	}
 	if err := s.Pause(); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	_, err = c.Obtain(ctx, "k", 10*time.Second)
+	_, err := c.Obtain(ctx, "k", 10*time.Second)
 	if took := time.Since(start); !errors.Is(err, redislock.ErrNoQuorum) || took > 5*time.Second {
 		t.Fatalf("Obtain on a paused Redis: %v after %v; want ErrNoQuorum, far sooner than the client's 1m timeout", err, took)
 	}
@@ -277,21 +267,31 @@ func TestUnreachableRedisFailsWithinNodeTimeout(t *testing.T) {
 	}
 }
 
-// Calls that overlap go through the node's autopipeliner, whose blocking
-// face waits for its batch: on a server that stopped answering, for the
-// connection's read timeout (a minute here) however short NodeTimeout is.
-func TestOverlappingCallsOnAPausedRedisEndByNodeTimeout(t *testing.T) {
-	s := redistest.Start(t, redisproc.Options{})
-	rc := redis.NewClient(&redis.Options{Addr: s.Addr, ReadTimeout: time.Minute, WriteTimeout: time.Minute, MaxRetries: -1, ContextTimeoutEnabled: true})
+// slowClient returns a lock Client with a NodeTimeout of 100ms on s,
+// through a go-redis client whose own timeouts are a minute (with
+// ContextTimeoutEnabled as contextTimeout says), after one grant: a bound
+// on a call must come from the lock, not from go-redis.
+func slowClient(t *testing.T, s *redisproc.Server, contextTimeout bool) *redislock.Client {
+	t.Helper()
+	rc := redis.NewClient(&redis.Options{Addr: s.Addr, ReadTimeout: time.Minute, WriteTimeout: time.Minute, MaxRetries: -1, ContextTimeoutEnabled: contextTimeout})
 	t.Cleanup(func() { _ = rc.Close() })
 	c, err := redislock.New([]redis.UniversalClient{rc}, &redislock.Options{AssumeDurable: true, Identity: "a", NodeTimeout: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	if _, err := c.Obtain(ctx, "warm", time.Second); err != nil {
+	if _, err := c.Obtain(context.Background(), "warm", time.Second); err != nil {
 		t.Fatal(err)
 	}
+	return c
+}
+
+// Calls that overlap go through the node's autopipeliner, whose blocking
+// face waits for its batch: on a server that stopped answering, for the
+// connection's read timeout (a minute here) however short NodeTimeout is.
+func TestOverlappingCallsOnAPausedRedisEndByNodeTimeout(t *testing.T) {
+	s := redistest.Start(t, redisproc.Options{})
+	c := slowClient(t, s, true)
+	ctx := context.Background()
 	if err := s.Pause(); err != nil {
 		t.Fatal(err)
 	}
