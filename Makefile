@@ -130,6 +130,7 @@ manifests:
 	cp config/rbac/agent/policy.yaml charts/redislock/files/agent-policy.yaml
 	cp config/webhook/manifests.yaml charts/redislock/files/webhook.yaml
 	cp config/policy/tenancy.yaml charts/redislock/files/tenancy.yaml
+	cp config/policy/fencing.yaml charts/redislock/files/fencing.yaml
 	cp config/rbac/metrics_auth.yaml charts/redislock/files/metrics-auth.yaml
 
 ## verify-generated: fail if generate or manifests would change the tree.

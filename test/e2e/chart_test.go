@@ -707,9 +707,10 @@ func TestHelmTenancyPolicies(t *testing.T) {
 		var names []string
 		for _, o := range objs {
 			if k := o["kind"].(string); k == "ValidatingAdmissionPolicy" || k == "ValidatingAdmissionPolicyBinding" {
-				// Not tenancy's: the agent's pod policies, and the policy
-				// that annotated pods have the agent (agent_required_test.go).
-				if n := at(o, "metadata.name").(string); !strings.HasPrefix(n, "redislock-agent-pod-") && !strings.HasSuffix(n, "-agent-required") {
+				// Not tenancy's: the agent's pod policies, the policy that
+				// annotated pods have the agent (agent_required_test.go),
+				// and the fencing policy (fencing_test.go).
+				if n := at(o, "metadata.name").(string); !strings.HasPrefix(n, "redislock-agent-pod-") && !strings.HasSuffix(n, "-agent-required") && n != "redislock-fencing" {
 					names = append(names, strings.TrimPrefix(k, "ValidatingAdmission")+"/"+n)
 				}
 			}

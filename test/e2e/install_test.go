@@ -342,6 +342,7 @@ func TestInstallManifestsMatchTheGeneratedOnes(t *testing.T) {
 		"clusterconnection-reader.yaml": filepath.Join("config", "rbac", "agent", "clusterconnection_reader.yaml"),
 		"webhook.yaml":                  filepath.Join("config", "webhook", "manifests.yaml"),
 		"tenancy.yaml":                  filepath.Join("config", "policy", "tenancy.yaml"),
+		"fencing.yaml":                  filepath.Join("config", "policy", "fencing.yaml"),
 		"metrics-auth.yaml":             filepath.Join("config", "rbac", "metrics_auth.yaml"),
 	} {
 		a, errA := os.ReadFile(filepath.Join(chartDir(), "files", copied))
@@ -362,8 +363,8 @@ func TestInstallManifestsMatchTheGeneratedOnes(t *testing.T) {
 			rules[doc["kind"].(string)+"/"+name] = doc["rules"]
 		}
 	}
-	// The admission policies too (the agent's and the tenancy ones): the
-	// chart renders the same specs, under the same names.
+	// The admission policies too (the agent's, the tenancy ones and the
+	// fencing one): the chart renders the same specs, under the same names.
 	specs := map[string]any{}
 	for _, doc := range docs(manifest) {
 		if strings.HasPrefix(doc["kind"].(string), "ValidatingAdmissionPolicy") {
@@ -371,7 +372,7 @@ func TestInstallManifestsMatchTheGeneratedOnes(t *testing.T) {
 		}
 	}
 	policies := 0
-	for _, source := range []string{filepath.Join("config", "rbac", "agent", "policy.yaml"), filepath.Join("config", "policy", "tenancy.yaml")} {
+	for _, source := range []string{filepath.Join("config", "rbac", "agent", "policy.yaml"), filepath.Join("config", "policy", "tenancy.yaml"), filepath.Join("config", "policy", "fencing.yaml")} {
 		for _, doc := range docs(readFile(t, filepath.Join(repoRoot, source))) {
 			policies++
 			key := doc["kind"].(string) + "/" + doc["metadata"].(map[string]any)["name"].(string)
