@@ -385,6 +385,32 @@ func TestClientGoLeaderStepsDownWhenUnhealthy(t *testing.T) {
 	}
 }
 
+// A candidate whose Admitted hook fails does not lead: Create returns the
+// hook's error and gives the lock back, so another may take it at once.
+func TestCreateGivesTheLockBackWhenNotAdmitted(t *testing.T) {
+	s := redistest.Start(t, redisproc.Options{})
+	errNotShown := errors.New("the API server does not show us")
+	lc, err := redislock.New(redistest.Clients(t, s), &redislock.Options{AssumeDurable: true, Identity: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := election.NewLock(lc, "admitted", 10*time.Second, election.LockOptions{Admitted: func(context.Context) error { return errNotShown }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := a.Create(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: "a"}); !errors.Is(err, errNotShown) {
+		t.Fatalf("Create: %v; want the hook's error", err)
+	}
+	if _, _, ok := a.Leading(); ok {
+		t.Fatal("Leading after a Create that was not admitted")
+	}
+	b := newLock(t, []*redisproc.Server{s}, "admitted", "b")
+	if err := b.Create(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: "b"}); err != nil {
+		t.Fatalf("b's Create after a's was not admitted: %v; want the lock free", err)
+	}
+}
+
 func TestLockSemantics(t *testing.T) {
 	for _, n := range []int{1, 3} {
 		t.Run(fmt.Sprintf("%d nodes", n), func(t *testing.T) { testLockSemantics(t, redistest.StartN(t, n)) })

@@ -80,6 +80,13 @@ type LockOptions struct {
 	// StepDownAfter is how long a leader's checks may fail before it
 	// steps down; default the ttl. Only with Healthy.
 	StepDownAfter time.Duration
+	// Admitted, when set, is called after each acquisition, before Create
+	// returns: Create waits for it, say for the API server to show this
+	// candidate as the holder, so that an admission policy that fences by
+	// the holder admits its writes from its first one. When it fails,
+	// Create releases the lock and returns its error: no leader is better
+	// than one whose writes are refused. Optional.
+	Admitted func(ctx context.Context) error
 }
 
 // NewLock returns a Lock on the lock called name. ttl is the key's
@@ -216,6 +223,14 @@ func (l *Lock) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord
 	}
 	if err != nil {
 		return fmt.Errorf("election: create %q: %w", l.name, err)
+	}
+	if l.opts.Admitted != nil {
+		if err := l.opts.Admitted(ctx); err != nil {
+			if rerr := held.Release(context.WithoutCancel(ctx)); rerr != nil && !errors.Is(rerr, redislock.ErrNotHeld) {
+				err = errors.Join(err, rerr)
+			}
+			return fmt.Errorf("election: create %q: not admitted: %w", l.name, err)
+		}
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -12,12 +12,15 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"github.com/redislock/redislock/api/v1alpha1"
 	"github.com/redislock/redislock/pkg/election"
 	"github.com/redislock/redislock/pkg/redisconn"
 	"github.com/redislock/redislock/pkg/redislock"
@@ -83,8 +86,14 @@ func ForRedisLock(ctx context.Context, cfg *rest.Config, ref types.NamespacedNam
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events(rl.Namespace)})
 	recorder := broadcaster.NewRecorder(c.Scheme(), corev1.EventSource{Component: "redislock-election"})
 	lo := election.LockOptions{Wake: wake, Recorder: recorder, Object: rl}
-	for _, o := range opts {
-		o(&lo)
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	lo.Healthy, lo.StepDownAfter = o.healthy, o.stepDownAfter
+	if o.fenced {
+		key, id := client.ObjectKeyFromObject(rl), lc.Identity()
+		lo.Admitted = func(ctx context.Context) error { return awaitHolder(ctx, c, key, id, t.RenewInterval) }
 	}
 	lock, err := election.NewLock(lc, name, t.TTL, lo)
 	if err != nil {
@@ -104,8 +113,15 @@ func ForRedisLock(ctx context.Context, cfg *rest.Config, ref types.NamespacedNam
 	}, nil
 }
 
-// Option changes the election.Lock that ForRedisLock builds.
-type Option func(*election.LockOptions)
+// Option changes what ForRedisLock builds.
+type Option func(*options)
+
+// options are what the Options set.
+type options struct {
+	healthy       func(context.Context) error
+	stepDownAfter time.Duration
+	fenced        bool
+}
 
 // WithHealth gates leadership on check, called at each acquisition attempt
 // and renewal (the RedisLock's renewInterval): a replica whose check fails
@@ -115,7 +131,36 @@ type Option func(*election.LockOptions)
 // (see election.LockOptions.Healthy). Its write gate refuses writes from
 // the release on.
 func WithHealth(check func(context.Context) error, stepDownAfter time.Duration) Option {
-	return func(o *election.LockOptions) { o.Healthy, o.StepDownAfter = check, stepDownAfter }
+	return func(o *options) { o.healthy, o.stepDownAfter = check, stepDownAfter }
+}
+
+// WithFencing makes each acquisition wait, before the manager leads, until
+// the RedisLock's status names this candidate as the holder: what the
+// admission policy redislock-fencing admits writes by, so the leader's
+// first write is admitted. It reads the RedisLock every 10ms (get on
+// redislocks), for at most the RedisLock's renewInterval; if the status
+// does not show it by then (the controller down, say), the candidate
+// releases the lock and client-go tries again later (election.LockOptions.Admitted).
+func WithFencing() Option {
+	return func(o *options) { o.fenced = true }
+}
+
+// awaitHolder reads the RedisLock key every 10ms until its status names
+// identity as the holder, for at most within.
+func awaitHolder(ctx context.Context, c client.Client, key client.ObjectKey, identity string, within time.Duration) error {
+	var seen string
+	err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, within, true, func(ctx context.Context) (bool, error) {
+		var rl v1alpha1.RedisLock
+		if err := c.Get(ctx, key, &rl); err != nil {
+			return false, err
+		}
+		seen = rl.Status.HolderIdentity
+		return seen == identity, nil
+	})
+	if err != nil {
+		return fmt.Errorf("mgrelection: RedisLock %s shows holder %q, not %q, after %v: is the controller running? %w", key, seen, identity, within, err)
+	}
+	return nil
 }
 
 // Apply sets the manager options that replace Lease election with this

@@ -13,29 +13,40 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/redislock/redislock/internal/testing/redisproc"
 	"github.com/redislock/redislock/internal/testing/redistest"
 	"github.com/redislock/redislock/internal/testing/testenv"
+	"github.com/redislock/redislock/pkg/mgrelection"
 	"github.com/redislock/redislock/pkg/redislock"
 )
 
-// TestFencingPolicyAdmitsOnlyTheHolder applies config/policy/fencing.yaml
-// on the real API server, bound to the ConfigMaps of a namespace with a
-// RedisLock as its param, and gives two pods of the fenced service account
-// tokens bound to them (raw clients: no write gate). Through 8 handovers,
-// each by the holder's key expiring, as a leader paused past its ttl
-// lets it: the new holder's writes are admitted once the RedisLock's status
-// shows it, and the deposed holder's are refused from then on. It logs
-// the lags, from the new holder's grant, of both.
-func TestFencingPolicyAdmitsOnlyTheHolder(t *testing.T) {
-	s := redistest.Start(t, redisproc.Options{Password: "fence-pass"})
+// fenced is a namespace whose ConfigMap writes the fencing policy guards,
+// with the RedisLock operator as its param: the pods op-a and op-b of the
+// fenced service account operator, each with a client from a token bound
+// to it.
+type fenced struct {
+	ns      string
+	s       *redisproc.Server
+	writers map[string]client.Client
+	seq     int
+}
+
+// startFenced applies config/policy/fencing.yaml and docs/operators.md's
+// binding (for namespace ops, made the test's), and waits until the
+// policy refuses a pod while nobody holds the lock.
+func startFenced(t *testing.T) *fenced {
+	t.Helper()
+	f := &fenced{s: redistest.Start(t, redisproc.Options{Password: "fence-pass"}), writers: map[string]client.Client{}}
 	startController(t, nil)
-	ns := newNamespace(t)
-	applyRedisLock(t, ns, "operator", s, "fence-pass", faultTiming)
+	f.ns = newNamespace(t)
+	ns := f.ns
+	applyRedisLock(t, ns, "operator", f.s, "fence-pass", faultTiming)
 	mustKubectl(t, "annotate", "-n", ns, "redislock", "operator", "redislock.io/fence-service-accounts=operator")
 	mustKubectl(t, "create", "serviceaccount", "-n", ns, "operator")
 	mustKubectl(t, "create", "role", "-n", ns, "writer", "--verb=create", "--resource=configmaps")
@@ -43,7 +54,6 @@ func TestFencingPolicyAdmitsOnlyTheHolder(t *testing.T) {
 
 	policy := filepath.Join(repoRoot, "config", "policy", "fencing.yaml")
 	mustKubectl(t, "apply", "-f", policy)
-	// docs/operators.md's binding, for namespace ops, made ns's.
 	block, err := testenv.DocBlockByID(repoRoot, "docs/operators.md", "fencing-binding")
 	if err != nil {
 		t.Fatal(err)
@@ -57,33 +67,44 @@ func TestFencingPolicyAdmitsOnlyTheHolder(t *testing.T) {
 		_, _ = kubectl(t, "delete", "-f", binding)
 		_, _ = kubectl(t, "delete", "-f", policy)
 	})
-
-	var admin client.Client
-	pods := []string{"op-a", "op-b"}
-	writers := map[string]client.Client{}
-	for _, pod := range pods {
+	for _, pod := range []string{"op-a", "op-b"} {
 		mustKubectl(t, "run", "-n", ns, pod, "--image=example.test/operator:1", "--restart=Never", `--overrides={"spec":{"serviceAccountName":"operator"}}`)
-		writers[pod] = podClient(t, ns, "operator", pod)
+		f.writers[pod] = podClient(t, ns, "operator", pod)
 	}
-	admin, err = testenv.Client(apiServer(t))
+	admin, err := testenv.Client(apiServer(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	seq := 0
-	write := func(c client.Client) error {
-		seq++
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("w-%d", seq)}}
-		return c.Create(ctx, cm, client.DryRunAll)
-	}
-	if err := write(admin); err != nil {
+	if err := f.write(admin); err != nil {
 		t.Fatalf("a user's write: %v; the policy applies to fenced pods only", err)
 	}
 	waitUntil(t, 30*time.Second, "the policy to refuse a pod while nobody holds the lock", func() bool {
-		err := write(writers["op-a"])
+		err := f.write(f.writers["op-a"])
 		return err != nil && strings.Contains(err.Error(), "RedisLock "+ns+"/operator has no holder (policy redislock-fencing)")
 	})
+	return f
+}
 
+// write is a dry-run create of a ConfigMap with c.
+func (f *fenced) write(c client.Client) error {
+	f.seq++
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: fmt.Sprintf("w-%d", f.seq)}}
+	return c.Create(context.Background(), cm, client.DryRunAll)
+}
+
+// TestFencingPolicyAdmitsOnlyTheHolder: on the real API server, the
+// policy bound to the ConfigMaps of a namespace with a RedisLock as its
+// param, and two pods of the fenced service account with tokens bound to
+// them (raw clients: no write gate). Through 8 handovers, each by the
+// holder's key expiring, as a leader paused past its ttl lets it: the new
+// holder's writes are admitted once the RedisLock's status shows it, and
+// the deposed holder's are refused from then on. It logs the lags, from
+// the new holder's grant, of both.
+func TestFencingPolicyAdmitsOnlyTheHolder(t *testing.T) {
+	f := startFenced(t)
+	ns, s, writers, write := f.ns, f.s, f.writers, f.write
+	ctx := context.Background()
+	pods := []string{"op-a", "op-b"}
 	name := lockIn(t, ns) + "/operator"
 	var admitLags, refuseLags []time.Duration
 	for round := range 8 {
@@ -124,6 +145,46 @@ func TestFencingPolicyAdmitsOnlyTheHolder(t *testing.T) {
 	slices.Sort(refuseLags)
 	t.Logf("over %d handovers, from the new holder's grant: its writes admitted after p50 %v, max %v; the deposed holder's refused after p50 %v, max %v",
 		len(admitLags), admitLags[len(admitLags)/2], admitLags[len(admitLags)-1], refuseLags[len(refuseLags)/2], refuseLags[len(refuseLags)-1])
+}
+
+// TestPluginWithFencingLeadsOnceAdmitted: a candidate of
+// mgrelection.WithFencing, acquiring through its election Lock, returns
+// from Create only once the API server shows it as the holder, so its
+// first write, right after, is admitted. 8 handovers, by release.
+func TestPluginWithFencingLeadsOnceAdmitted(t *testing.T) {
+	f := startFenced(t)
+	ctx := context.Background()
+	pods := []string{"op-a", "op-b"}
+	elections := map[string]*mgrelection.Election{}
+	for _, pod := range pods {
+		e, err := mgrelection.ForRedisLock(ctx, apiServer(t), types.NamespacedName{Namespace: f.ns, Name: "operator"}, pod, mgrelection.WithFencing())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(e.Close)
+		elections[pod] = e
+	}
+	var waits []time.Duration
+	for round := range 8 {
+		holder := pods[round%2]
+		lock := elections[holder].Lock
+		start := time.Now()
+		// The fresh Redis's restart guard holds the lock back for a ttl.
+		waitUntil(t, 10*time.Second, holder+" acquiring", func() bool {
+			return lock.Create(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: holder}) == nil
+		})
+		if round > 0 { // the first waited for the restart guard too
+			waits = append(waits, time.Since(start))
+		}
+		if err := f.write(f.writers[holder]); err != nil {
+			t.Fatalf("round %d: %s's first write after Create: %v; want it admitted", round, holder, err)
+		}
+		if err := lock.Update(ctx, resourcelock.LeaderElectionRecord{}); err != nil { // release
+			t.Fatal(err)
+		}
+	}
+	slices.Sort(waits)
+	t.Logf("Create, with its wait for the API server, over %d handovers after the first: p50 %v, max %v", len(waits), waits[len(waits)/2], waits[len(waits)-1])
 }
 
 // podClient is a client with a token of service account sa bound to pod
