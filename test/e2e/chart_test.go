@@ -806,11 +806,11 @@ func TestHelmTwoReleasesOfOneNameCollideClearly(t *testing.T) {
 	if out, err := install("dup", a); err != nil {
 		t.Fatalf("the first release: %v\n%s", err, out)
 	}
-	out, err := install("dup", b, "--set", "agentRole.create=false", "--set", "tenancy.create=false")
+	out, err := install("dup", b, "--set", "agentRole.create=false", "--set", "tenancy.create=false", "--set", "fencing.create=false")
 	if err == nil || !strings.Contains(out, "exists and cannot be imported into the current release: invalid ownership metadata") {
 		t.Fatalf("a second release of the same name in another namespace: %v; want the ownership error docs/install.md quotes:\n%s", err, out)
 	}
-	if out, err := install("dup-b", b, "--set", "agentRole.create=false", "--set", "tenancy.create=false"); err != nil {
+	if out, err := install("dup-b", b, "--set", "agentRole.create=false", "--set", "tenancy.create=false", "--set", "fencing.create=false"); err != nil {
 		t.Fatalf("a second release with a name of its own: %v\n%s", err, out)
 	}
 }
