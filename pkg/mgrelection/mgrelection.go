@@ -8,6 +8,7 @@ package mgrelection
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -137,19 +138,25 @@ func WithHealth(check func(context.Context) error, stepDownAfter time.Duration) 
 // WithFencing makes each acquisition wait, before the manager leads, until
 // the RedisLock's status names this candidate as the holder: what the
 // admission policy redislock-fencing admits writes by, so the leader's
-// first write is admitted. It reads the RedisLock every 10ms (get on
-// redislocks), for at most the RedisLock's renewInterval; if the status
+// first write is admitted. It reads the RedisLock (get on redislocks) at
+// once, then after 10ms, doubling to 500ms, for at most the RedisLock's
+// renewInterval; if the status
 // does not show it by then (the controller down, say), the candidate
 // releases the lock and client-go tries again later (election.LockOptions.Admitted).
 func WithFencing() Option {
 	return func(o *options) { o.fenced = true }
 }
 
-// awaitHolder reads the RedisLock key every 10ms until its status names
-// identity as the holder, for at most within.
+// awaitHolder reads the RedisLock key until its status names identity as
+// the holder, for at most within: at once, then after 10ms, doubling to
+// 500ms, so that an acquisition costs a handful of reads even while the
+// controller is down (9 in the 2s of the default renewInterval).
 func awaitHolder(ctx context.Context, c client.Client, key client.ObjectKey, identity string, within time.Duration) error {
 	var seen string
-	err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, within, true, func(ctx context.Context) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	backoff := wait.Backoff{Duration: 10 * time.Millisecond, Factor: 2, Cap: 500 * time.Millisecond, Steps: math.MaxInt32}
+	err := wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
 		var rl v1alpha1.RedisLock
 		if err := c.Get(ctx, key, &rl); err != nil {
 			return false, err

@@ -214,6 +214,47 @@ func TestWithHealthGatesTheLock(t *testing.T) {
 	}
 }
 
+// WithFencing with no controller to write the status: each acquisition
+// reads the RedisLock a handful of times (backing off), then gives the
+// lock back and fails, saying why.
+func TestWithFencingReadsLittleAndGivesUpWithoutTheController(t *testing.T) {
+	s := redistest.Start(t, redisproc.Options{})
+	ref := lockOn(t, "unshown", s.Addr, nil) // renewInterval 533ms, of its 4s ttl
+	redistest.WaitUp(t, 4*time.Second, s)    // the restart guard's ttl
+	var reads atomic.Int64
+	counted := rest.CopyConfig(cfg)
+	counted.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/redislocks/unshown") {
+				reads.Add(1)
+			}
+			return rt.RoundTrip(r)
+		})
+	}
+	ctx := context.Background()
+	e, err := mgrelection.ForRedisLock(ctx, counted, ref, "a", mgrelection.WithFencing())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	before := reads.Load()
+	err = e.Lock.Create(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: "a"})
+	if err == nil || !strings.Contains(err.Error(), "is the controller running?") {
+		t.Fatalf("Create with no status to show it: %v; want it refused, saying why", err)
+	}
+	if n := reads.Load() - before; n < 2 || n > 8 {
+		t.Fatalf("Create read the RedisLock %d times in its 533ms; want a few, backing off (at most 8)", n)
+	}
+	if _, _, ok := e.Lock.Leading(); ok {
+		t.Fatal("Leading after a refused Create")
+	}
+}
+
+// roundTripFunc is an http.RoundTripper.
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
 // The write gate on the real API server: while the Lock leads, writes
 // pass; from the instant its deadline passes (on the injected clock,
 // though Redis still holds the key), every write is refused before it is
