@@ -369,8 +369,11 @@ func TestWaitAllReplicasInACluster(t *testing.T) {
 }
 
 // busMessages sums, over every node of a Cluster, the CLUSTER INFO
-// counters of broadcast PUBLISH messages sent on the cluster bus, and of
-// sharded ones (SPUBLISH) received.
+// counters of broadcast PUBLISH messages and of sharded ones (SPUBLISH)
+// sent on the cluster bus. A node counts a message as it queues it on a
+// link, within the command that sends it; what the receivers count
+// depends on the bus links staying up until delivery, which is Redis's
+// business, not ours.
 func busMessages(t *testing.T, c *redistest.Cluster) (publish, shard int) {
 	t.Helper()
 	for _, s := range c.Servers {
@@ -386,7 +389,7 @@ func busMessages(t *testing.T, c *redistest.Cluster) (publish, shard int) {
 			switch k {
 			case "cluster_stats_messages_publish_sent":
 				publish += n
-			case "cluster_stats_messages_publishshard_received":
+			case "cluster_stats_messages_publishshard_sent":
 				shard += n
 			}
 		}
@@ -406,11 +409,6 @@ func TestEventsStayInTheLocksShard(t *testing.T) {
 	holder, waiter := clusterClient(t, cl, "holder"), clusterClient(t, cl, "waiter")
 	ctx := context.Background()
 	names := []string{"alpha", "bravo", "charlie", "delta", "echo", "foxtrot"}
-	// A shard message reaches the replicas its master's own Cluster view
-	// lists, over a bus link that is up: wait until each name's master
-	// lists its replica with the link connected (other nodes' views,
-	// which WaitHealthy reads, may know it first; a message sent while
-	// the link still connects is dropped).
 	first := redistest.Clients(t, cl.Servers[0])[0]
 	masters := make([]redis.UniversalClient, len(names))
 	for i, name := range names {
@@ -424,18 +422,6 @@ func TestEventsStayInTheLocksShard(t *testing.T) {
 		}
 		m := redistest.Clients(t, sh.Master)[0]
 		masters[i] = m
-		waitFor(t, 30*time.Second, "the master of "+name+" to list its replica", func() bool {
-			id, err := m.Do(ctx, "cluster", "myid").Text()
-			if err != nil {
-				return false
-			}
-			lines, err := m.Do(ctx, "cluster", "replicas", id).StringSlice()
-			if err != nil || len(lines) != 1 {
-				return false
-			}
-			f := strings.Fields(lines[0])
-			return len(f) >= 8 && f[7] == "connected" && !strings.Contains(f[2], "fail") && !strings.Contains(f[2], "handshake")
-		})
 	}
 	wakes := make([]<-chan struct{}, len(names))
 	for i, name := range names {
@@ -454,6 +440,11 @@ func TestEventsStayInTheLocksShard(t *testing.T) {
 		}
 		return true
 	})
+	counter := redistest.ClusterClient(t, cl.Addrs)
+	commands, err := redisstats.Read(ctx, counter)
+	if err != nil {
+		t.Fatal(err)
+	}
 	publish0, shard0 := busMessages(t, cl)
 	for i, name := range names {
 		obtainAndRelease(t, holder, name)
@@ -463,18 +454,25 @@ func TestEventsStayInTheLocksShard(t *testing.T) {
 			t.Fatalf("the release of %s woke no waiter", name)
 		}
 	}
-	// The counters count what is sent at once, but are read from other
-	// nodes: wait until the replicas have counted each grant and release.
-	var publish, shard int
-	waitFor(t, 30*time.Second, "the replicas to count the shard messages", func() bool {
-		publish, shard = busMessages(t, cl)
-		return shard-shard0 >= 2*len(names)
-	})
+	publish, shard := busMessages(t, cl)
+	after, err := redisstats.Read(ctx, counter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	commands = after.Sub(commands)
+	if got, want := commands["spublish"], int64(2*len(names)); got != want {
+		t.Errorf("the masters ran %d SPUBLISH for %d grants and releases; want %d", got, len(names), want)
+	}
+	if got := commands["publish"]; got != 0 {
+		t.Errorf("the masters ran %d broadcast PUBLISH; want 0", got)
+	}
 	if publish != publish0 {
 		t.Errorf("%d broadcast PUBLISH messages crossed the cluster bus for %d grants and releases; want 0", publish-publish0, 2*len(names))
 	}
-	if shard-shard0 != 2*len(names) {
-		t.Errorf("%d shard messages received; want %d, one per grant and release at the shard's one replica", shard-shard0, 2*len(names))
+	// Each shard has one replica: a shard message goes to it alone (it is
+	// not sent to a node whose bus link is down, so fewer is possible).
+	if shard-shard0 > 2*len(names) {
+		t.Errorf("%d shard messages sent on the bus; want at most %d, one per grant and release to the shard's one replica", shard-shard0, 2*len(names))
 	}
 	if got := pubsubConns(t, cl); got != 3 {
 		t.Errorf("the waiter's watches of %d names hold %d pub/sub connections; want 3, one per shard", len(names), got)
