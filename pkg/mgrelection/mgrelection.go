@@ -8,12 +8,10 @@ package mgrelection
 import (
 	"context"
 	"fmt"
-	"math"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
@@ -21,7 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
-	"github.com/redislock/redislock/api/v1alpha1"
 	"github.com/redislock/redislock/pkg/election"
 	"github.com/redislock/redislock/pkg/redisconn"
 	"github.com/redislock/redislock/pkg/redislock"
@@ -94,7 +91,14 @@ func ForRedisLock(ctx context.Context, cfg *rest.Config, ref types.NamespacedNam
 	lo.Healthy, lo.StepDownAfter = o.healthy, o.stepDownAfter
 	if o.fenced {
 		key, id := client.ObjectKeyFromObject(rl), lc.Identity()
-		lo.Admitted = func(ctx context.Context) error { return awaitHolder(ctx, c, key, id, t.RenewInterval) }
+		lo.Admitted = func(ctx context.Context) error {
+			ctx, cancel := context.WithTimeout(ctx, t.RenewInterval)
+			defer cancel()
+			if err := redisconn.AwaitHolder(ctx, c, key, id, fencingMaxInterval); err != nil {
+				return fmt.Errorf("mgrelection: %w", err)
+			}
+			return nil
+		}
 	}
 	lock, err := election.NewLock(lc, name, t.TTL, lo)
 	if err != nil {
@@ -135,39 +139,20 @@ func WithHealth(check func(context.Context) error, stepDownAfter time.Duration) 
 	return func(o *options) { o.healthy, o.stepDownAfter = check, stepDownAfter }
 }
 
+// fencingMaxInterval caps WithFencing's backoff: 9 reads in the 2s of the
+// default renewInterval.
+const fencingMaxInterval = 500 * time.Millisecond
+
 // WithFencing makes each acquisition wait, before the manager leads, until
 // the RedisLock's status names this candidate as the holder: what the
 // admission policy redislock-fencing admits writes by, so the leader's
 // first write is admitted. It reads the RedisLock (get on redislocks) at
 // once, then after 10ms, doubling to 500ms, for at most the RedisLock's
-// renewInterval; if the status
-// does not show it by then (the controller down, say), the candidate
-// releases the lock and client-go tries again later (election.LockOptions.Admitted).
+// renewInterval (redisconn.AwaitHolder); if the status does not show it
+// by then (the controller down, say), the candidate releases the lock and
+// client-go tries again later (election.LockOptions.Admitted).
 func WithFencing() Option {
 	return func(o *options) { o.fenced = true }
-}
-
-// awaitHolder reads the RedisLock key until its status names identity as
-// the holder, for at most within: at once, then after 10ms, doubling to
-// 500ms, so that an acquisition costs a handful of reads even while the
-// controller is down (9 in the 2s of the default renewInterval).
-func awaitHolder(ctx context.Context, c client.Client, key client.ObjectKey, identity string, within time.Duration) error {
-	var seen string
-	ctx, cancel := context.WithTimeout(ctx, within)
-	defer cancel()
-	backoff := wait.Backoff{Duration: 10 * time.Millisecond, Factor: 2, Cap: 500 * time.Millisecond, Steps: math.MaxInt32}
-	err := wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
-		var rl v1alpha1.RedisLock
-		if err := c.Get(ctx, key, &rl); err != nil {
-			return false, err
-		}
-		seen = rl.Status.HolderIdentity
-		return seen == identity, nil
-	})
-	if err != nil {
-		return fmt.Errorf("mgrelection: RedisLock %s shows holder %q, not %q, after %v: is the controller running? %w", key, seen, identity, within, err)
-	}
-	return nil
 }
 
 // Apply sets the manager options that replace Lease election with this

@@ -239,7 +239,7 @@ func TestWithFencingReadsLittleAndGivesUpWithoutTheController(t *testing.T) {
 	defer e.Close()
 	before := reads.Load()
 	err = e.Lock.Create(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: "a"})
-	if err == nil || !strings.Contains(err.Error(), "is the controller running?") {
+	if !errors.Is(err, redisconn.ErrHolderNotShown) || !strings.Contains(err.Error(), "is the controller running?") {
 		t.Fatalf("Create with no status to show it: %v; want it refused, saying why", err)
 	}
 	if n := reads.Load() - before; n < 2 || n > 8 {

@@ -45,6 +45,17 @@ type ElectorOptions struct {
 	// StepDownAfter is how long a leader may stay unhealthy before it
 	// steps down; default TTL. Only with Health.
 	StepDownAfter time.Duration
+	// Admitted, when set, is called after each acquisition, with the
+	// lock held and renewed, and the candidate leads only once it returns
+	// nil: say, once another system (the API server's view of the lock,
+	// which an admission policy compares writers against) shows this
+	// candidate as the holder. Meanwhile State reports Leading false and
+	// an Err wrapping ErrNotAdmitted, and OnStartedLeading has not run.
+	// Its context ends when the lock is lost or the campaign ends. An
+	// error releases the lock, and the candidate tries again after
+	// RenewInterval (jittered), State's Err wrapping ErrNotAdmitted and
+	// the error. Optional.
+	Admitted func(ctx context.Context) error
 }
 
 // Elector campaigns for one lock and leads while it holds it, over and
@@ -157,18 +168,26 @@ func (e *Elector) Run(ctx context.Context) error {
 	var campaign time.Time
 	// recovered is closed when the unhealthy app turns healthy.
 	var recovered <-chan struct{}
+	// woken is wake, or nil while the elector backs off after Admitted
+	// refused it: its own release would wake it at once.
+	woken := wake
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-timer.C():
-		case <-wake:
+		case <-woken:
 		case <-recovered:
 		}
 		if ctx.Err() != nil {
 			return nil
 		}
-		recovered = nil
+		// The attempt below sees every release so far.
+		select {
+		case <-wake:
+		default:
+		}
+		recovered, woken = nil, wake
 		if healed, why := e.unhealthy(); healed != nil {
 			// No attempt until the app is healthy: a release that
 			// wakes this candidate meanwhile finds it unhealthy still.
@@ -188,7 +207,9 @@ func (e *Elector) Run(ctx context.Context) error {
 			e.c.opts.Metrics.Wait(e.o.Name, clk.Since(campaign), nil)
 			campaign = time.Time{}
 			e.setErr(log, nil)
-			e.lead(ctx, l)
+			if !e.lead(ctx, l, log) && ctx.Err() == nil {
+				wait, woken = jitter(e.o.RenewInterval), nil
+			}
 		case errors.Is(err, ErrNotObtained), errors.Is(err, ErrGuarded):
 			e.observe(h.identity)
 			// A holder is no fault; a foreign value or the guard are
@@ -226,7 +247,7 @@ func (e *Elector) setErr(log logr.Logger, err error) {
 
 // sentinelOf returns the sentinel of this package that err wraps, or err.
 func sentinelOf(err error) error {
-	for _, s := range []error{ErrGuarded, ErrMalformedValue, ErrNoQuorum, ErrInvalidOptions, ErrUnhealthy} {
+	for _, s := range []error{ErrGuarded, ErrMalformedValue, ErrNoQuorum, ErrInvalidOptions, ErrUnhealthy, ErrNotAdmitted} {
 		if errors.Is(err, s) {
 			return s
 		}
@@ -273,12 +294,23 @@ func (e *Elector) unhealthy() (healed <-chan struct{}, why error) {
 	return nil, nil
 }
 
-// lead holds l until leadership ends, then releases it.
-func (e *Elector) lead(ctx context.Context, l *Lock) {
+// lead holds l until leadership ends, then releases it. It reports
+// whether it led: false when Admitted refused (or the lock was lost
+// first).
+func (e *Elector) lead(ctx context.Context, l *Lock, campaignLog logr.Logger) bool {
 	log := e.c.opts.Logger.WithValues("lock", e.o.Name, "identity", e.c.opts.Identity, "fence", l.Fence())
 	term, end := context.WithCancelCause(ctx)
 	defer end(nil)
 	held, stop := l.watch(term, e.o.Timing)
+	if err := e.admitted(held, campaignLog); err != nil {
+		end(err)
+		if lost := stop(); lost != nil {
+			err = fmt.Errorf("%w: %w", ErrNotAdmitted, lost)
+		}
+		e.setErr(campaignLog, err)
+		release(ctx, l, log)
+		return false
+	}
 	e.mu.Lock()
 	e.lock, e.held = l, held
 	e.mu.Unlock()
@@ -298,9 +330,34 @@ func (e *Elector) lead(ctx context.Context, l *Lock) {
 	if e.o.OnStoppedLeading != nil {
 		e.o.OnStoppedLeading()
 	}
-	if rerr := l.Release(context.WithoutCancel(ctx)); rerr != nil && !errors.Is(rerr, ErrNotHeld) {
-		log.Info("release failed; the key expires by itself", "error", rerr.Error())
+	release(ctx, l, log)
+	return true
+}
+
+// release releases l at the end of a term, even when ctx has ended.
+func release(ctx context.Context, l *Lock, log logr.Logger) {
+	if err := l.Release(context.WithoutCancel(ctx)); err != nil && !errors.Is(err, ErrNotHeld) {
+		log.Info("release failed; the key expires by itself", "error", err.Error())
 	}
+}
+
+// admitted waits for Admitted, if set, to admit the lock held in held:
+// nil once it has while held lasts; else an error wrapping ErrNotAdmitted
+// (and Admitted's error).
+func (e *Elector) admitted(held context.Context, log logr.Logger) error {
+	if e.o.Admitted == nil {
+		return nil
+	}
+	e.setErr(log, fmt.Errorf("%w: waiting", ErrNotAdmitted))
+	err := e.o.Admitted(held)
+	if err == nil && held.Err() != nil {
+		err = held.Err()
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrNotAdmitted, err)
+	}
+	e.setErr(log, nil)
+	return nil
 }
 
 // awaitEnd returns once held, a term's leadership context, is done. With

@@ -60,6 +60,10 @@ var (
 	// Health): it does not campaign, and a leader that stays so steps
 	// down.
 	ErrUnhealthy = errors.New("redislock: the app is unhealthy")
+
+	// ErrNotAdmitted means an Elector holds its lock but has not been
+	// admitted to lead yet (see ElectorOptions.Admitted), or was refused.
+	ErrNotAdmitted = errors.New("redislock: holds the lock, not admitted to lead")
 )
 
 // GuardedError is the error, wrapping ErrGuarded, of an acquisition the
