@@ -89,7 +89,7 @@ cluster-test:
 ## Client, the controller with 1,000, 5,000 and 10,000 RedisLocks on one Redis and on a Cluster, failover, Redis
 ## plugin against Lease, 8 trials at 4s/3s/1s, leadership through a 30s API-server outage, Redis plugin against Lease,
 ## and the steady-state cost (Redis commands/s, API writes and reads/min) of the Redis agent and plugin against Lease
-## at 1, 5 and 20 candidates (knobs: test/bench/run.sh).
+## at 1, 5 and 20 candidates, and server-side fencing's lag (knobs: test/bench/run.sh).
 bench: redis tools
 	KUBEBUILDER_ASSETS=$$($(TOOLS) --print-assets) test/bench/run.sh
 

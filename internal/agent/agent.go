@@ -120,6 +120,14 @@ type Options struct {
 	Health        string
 	HealthPeriod  time.Duration
 	StepDownAfter time.Duration
+	// Fencing makes each term wait, holding the lock, until the
+	// RedisLock's status names Identity as the holder (what the admission
+	// policy redislock-fencing admits the pod's writes by) before the
+	// agent leads: reports it, labels the pod, runs Command. Meanwhile
+	// /leader's error says so (redislock.ErrNotAdmitted), and the agent
+	// reads the RedisLock at once, then backing off from 10ms to the
+	// lock's renewInterval (redisconn.AwaitHolder).
+	Fencing bool
 	// Clock tells time, for the agent and its lock client. Default
 	// clock.RealClock.
 	Clock clock.WithDelayedExecution
@@ -380,6 +388,11 @@ func (a *Agent) newElector(ctx context.Context, cancel context.CancelFunc, cand 
 	}
 	if a.health != nil {
 		eo.Health, eo.StepDownAfter = a.health, a.o.StepDownAfter
+	}
+	if a.o.Fencing {
+		eo.Admitted = func(ctx context.Context) error {
+			return redisconn.AwaitHolder(ctx, a.c, a.o.Lock, a.o.Identity, cand.Timing.RenewInterval)
+		}
 	}
 	var el *redislock.Elector
 	var run *runner

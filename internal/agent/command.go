@@ -29,6 +29,7 @@ var optionFlags = map[string]string{
 	"Health":         "-" + agentflags.Health,
 	"HealthPeriod":   "-health-period",
 	"StepDownAfter":  "-" + agentflags.StepDownAfter,
+	"Fencing":        "-" + agentflags.Fencing,
 }
 
 // Command runs `redislock agent` with args until ctx ends. Flags that
@@ -76,6 +77,7 @@ func options(f agentflags.Flags, command []string) Options {
 		ClusterID: f.ClusterID, Hook: f.Hook,
 		Command: command, OnLost: onLostFlag(command, f.OnLost),
 		Health: f.Health, HealthPeriod: f.HealthPeriod, StepDownAfter: f.StepDownAfter,
+		Fencing: f.Fencing,
 	}
 }
 

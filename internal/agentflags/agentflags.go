@@ -31,6 +31,9 @@ const (
 	// Health and StepDownAfter gate leadership on the app's health.
 	Health        = "health"
 	StepDownAfter = "step-down-after"
+	// Fencing makes the agent lead only once the API server shows it as
+	// the holder.
+	Fencing = "fencing"
 	// MaxConnections and MaxLongPolls bound what clients can hold of the
 	// agent's HTTP servers.
 	MaxConnections = "max-connections"
@@ -57,6 +60,7 @@ type Flags struct {
 	Health         string
 	HealthPeriod   time.Duration
 	StepDownAfter  time.Duration
+	Fencing        bool
 }
 
 // Bind declares the flags on fs, each defaulting to f's value and parsed
@@ -76,6 +80,7 @@ func (f *Flags) Bind(fs *flag.FlagSet) {
 	fs.StringVar(&f.Health, Health, f.Health, "gate leadership on the app's health: http://HOST:PORT/PATH (healthy on a status from 200 to 399) or file:/PATH (healthy while it exists); the agent campaigns only while it is healthy, and steps down (releases) once it has been unhealthy for -"+StepDownAfter)
 	fs.DurationVar(&f.HealthPeriod, "health-period", f.HealthPeriod, "how often to check -"+Health+" (default 1s)")
 	fs.DurationVar(&f.StepDownAfter, StepDownAfter, f.StepDownAfter, "how long a leader may stay unhealthy before it steps down (default: the lock's ttl)")
+	fs.BoolVar(&f.Fencing, Fencing, f.Fencing, "lead (report it, run the command) only once the RedisLock's status names this pod as the holder, which the admission policy redislock-fencing admits the pod's writes by; the RedisLock is read with backoff up to its renewInterval meanwhile")
 	fs.StringVar(&f.OnLost, OnLost, f.OnLost, "with a command after --: what to do when leadership ends, once the command is stopped: exit, or campaign to run it again at the next term")
 }
 

@@ -54,6 +54,11 @@ const (
 	// unhealthy before its agent steps down, as a Go duration ("30s");
 	// default the lock's ttl. Only with HealthAnnotation.
 	StepDownAfterAnnotation = "redislock.io/step-down-after"
+	// FencingAnnotation set to "true" makes the agent lead only once the
+	// RedisLock's status names the pod as the holder, which the admission
+	// policy redislock-fencing admits the pod's writes by; "false", the
+	// default, leads at the grant. Other values are rejected.
+	FencingAnnotation = "redislock.io/fencing"
 	// ContainerName is the injected agent container's name: the sidecar,
 	// or with RunContainerAnnotation the init container that installs the
 	// agent's binary for the wrapped container.
@@ -102,6 +107,9 @@ type Injection struct {
 	// unhealthy while it leads.
 	Health        string
 	StepDownAfter time.Duration
+	// Fencing makes the agent lead only once the API server shows it as
+	// the holder.
+	Fencing bool
 }
 
 // Requested reads the injection a pod asks for. ok is false when the pod
@@ -124,11 +132,11 @@ func Requested(pod *corev1.Pod) (in Injection, ok bool, err error) {
 	if in.ProbePort == in.Port {
 		return Injection{}, true, fmt.Errorf("annotation %s: %d is the agent's port too; the probes need a port of their own", ProbePortAnnotation, in.ProbePort)
 	}
-	if v, set := pod.Annotations[LabelPodAnnotation]; set {
-		if v != "true" && v != "false" {
-			return Injection{}, true, fmt.Errorf("annotation %s: %q is neither \"true\" nor \"false\"", LabelPodAnnotation, v)
-		}
-		in.LabelPod = v == "true"
+	if in.LabelPod, err = annotatedBool(pod, LabelPodAnnotation, true); err != nil {
+		return Injection{}, true, err
+	}
+	if in.Fencing, err = annotatedBool(pod, FencingAnnotation, false); err != nil {
+		return Injection{}, true, err
 	}
 	for _, c := range append(pod.Spec.InitContainers, pod.Spec.Containers...) {
 		for _, cp := range c.Ports {
@@ -189,6 +197,20 @@ func annotatedPort(pod *corev1.Pod, name string, dflt int32) (int32, error) {
 	return int32(n), nil
 }
 
+// annotatedBool returns the "true" or "false" annotation name of pod
+// gives, or dflt when pod does not carry it. The error names the
+// annotation.
+func annotatedBool(pod *corev1.Pod, name string, dflt bool) (bool, error) {
+	v, set := pod.Annotations[name]
+	if !set {
+		return dflt, nil
+	}
+	if v != "true" && v != "false" {
+		return false, fmt.Errorf("annotation %s: %q is neither \"true\" nor \"false\"", name, v)
+	}
+	return v == "true", nil
+}
+
 // Injected reports whether pod already has the agent.
 func Injected(pod *corev1.Pod) bool {
 	for _, c := range append(pod.Spec.InitContainers, pod.Spec.Containers...) {
@@ -229,7 +251,7 @@ func DefaultResources() corev1.ResourceRequirements {
 // checks Injected first.
 func Apply(pod *corev1.Pod, in Injection, a Agent) {
 	flags := agentflags.Flags{Lock: in.Lock, HTTPAddress: ":" + strconv.Itoa(int(in.Port)), LabelPod: in.LabelPod, LeaderFile: LeaderFile, ClusterID: a.ClusterID,
-		Health: in.Health, StepDownAfter: in.StepDownAfter}
+		Health: in.Health, StepDownAfter: in.StepDownAfter, Fencing: in.Fencing}
 	// served is the port the kubelet and Prometheus reach.
 	served := in.Port
 	if in.ProbePort != 0 {

@@ -182,7 +182,7 @@ func checkInjected(t *testing.T, pod *corev1.Pod, in inject.Injection) {
 	// The agent's own flag set parses what the webhook wrote. With a probe
 	// port, /leader is on 127.0.0.1 and the kubelet probes that port.
 	wantFlags := agentflags.Flags{Lock: lock, HTTPAddress: fmt.Sprintf(":%d", port), LabelPod: in.LabelPod, LeaderFile: inject.LeaderFile, ClusterID: "test-cluster",
-		Health: in.Health, StepDownAfter: in.StepDownAfter}
+		Health: in.Health, StepDownAfter: in.StepDownAfter, Fencing: in.Fencing}
 	served := port
 	if in.ProbePort != 0 {
 		wantFlags.HTTPAddress, wantFlags.ProbeAddress = fmt.Sprintf("127.0.0.1:%d", port), fmt.Sprintf(":%d", in.ProbePort)
@@ -315,6 +315,30 @@ func TestHealthAnnotationsGateTheAgent(t *testing.T) {
 	checkInjected(t, pod, inject.Injection{Lock: "lock", Port: inject.DefaultPort, LabelPod: true, Health: "http://127.0.0.1:8080/ready", StepDownAfter: 20 * time.Second})
 }
 
+// The fencing annotation makes the agent lead only once the API server
+// shows its pod as the holder: its flags carry -fencing. The pod is
+// docs/workloads.md's.
+func TestFencingAnnotationMakesTheAgentWaitForAdmission(t *testing.T) {
+	ns := namespace(t)
+	block, err := testenv.DocBlockByID("../..", "docs/workloads.md", "fenced-pod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{}
+	if err := yaml.UnmarshalStrict([]byte(block.Text), pod); err != nil {
+		t.Fatal(err)
+	}
+	pod.Namespace = ns
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pod.Spec.ServiceAccountName}}
+	if err := k8s.Create(context.Background(), sa); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Create(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	checkInjected(t, pod, inject.Injection{Lock: "lock", Port: inject.DefaultPort, LabelPod: true, Fencing: true})
+}
+
 // A Deployment is stored as written; the pods created from its template
 // (here as the ReplicaSet controller would, which envtest does not run)
 // get the agent.
@@ -418,6 +442,7 @@ func TestBadAnnotationIsRejected(t *testing.T) {
 		{"invalid name", map[string]string{inject.LockAnnotation: "Not_A_Name"}, nil, `annotation redislock.io/lock: "Not_A_Name" is not a RedisLock name`},
 		{"bad port", map[string]string{inject.LockAnnotation: "lock", inject.PortAnnotation: "99999"}, nil, `annotation redislock.io/agent-port: "99999" is not a port number`},
 		{"bad label-pod", map[string]string{inject.LockAnnotation: "lock", inject.LabelPodAnnotation: "no"}, nil, `annotation redislock.io/label-pod: "no" is neither "true" nor "false"`},
+		{"bad fencing", map[string]string{inject.LockAnnotation: "lock", inject.FencingAnnotation: "yes"}, nil, `annotation redislock.io/fencing: "yes" is neither "true" nor "false"`},
 		{"port taken", map[string]string{inject.LockAnnotation: "lock"}, []corev1.ContainerPort{{ContainerPort: inject.DefaultPort}}, "container app already uses port 8090"},
 		{"bad probe port", map[string]string{inject.LockAnnotation: "lock", inject.ProbePortAnnotation: "0"}, nil, `annotation redislock.io/agent-probe-port: "0" is not a port number`},
 		{"probe port is the agent's", map[string]string{inject.LockAnnotation: "lock", inject.PortAnnotation: "9000", inject.ProbePortAnnotation: "9000"}, nil, "annotation redislock.io/agent-probe-port: 9000 is the agent's port too"},

@@ -10,10 +10,11 @@
 #     saved as $OUT/clusterevents.json.
 #  2. In the main module, against envtest: TestControllerBenchmark,
 #     TestControllerAmongHostileTenants, TestFailoverBenchmark (shorter
-#     than `make bench-failover`), TestLeadershipThroughAPIServerOutage
-#     and TestSteadyStateBenchmark, saved as $OUT/controller.json,
-#     $OUT/hostile.json, $OUT/failover.json, $OUT/outage.json and
-#     $OUT/steady.json.
+#     than `make bench-failover`), TestLeadershipThroughAPIServerOutage,
+#     TestSteadyStateBenchmark and the fencing tests (TestFencingPolicy*,
+#     Test*WithFencingLeadsOnceAdmitted), saved as $OUT/controller.json,
+#     $OUT/hostile.json, $OUT/failover.json, $OUT/outage.json,
+#     $OUT/steady.json and $OUT/fencing.json.
 #  3. cmd/benchreport, which prints the lock tables and writes
 #     $OUT/REPORT.md and its PNG plots.
 # If step 2 fails, the report still covers what finished, and the run fails.
@@ -59,7 +60,7 @@ source=$(git -C "$root" describe --always --dirty)
 
 mkdir -p "$out"
 # A part that does not finish must not be reported from an earlier run.
-rm -f "$out/REPORT.md" "$out/interleaved.json" "$out/bench.txt" "$out/controller.json" "$out/hostile.json" "$out/waiters.json" "$out/clusterevents.json" "$out/failover.json" "$out/outage.json" "$out/steady.json" "$out"/*.png
+rm -f "$out/REPORT.md" "$out/interleaved.json" "$out/bench.txt" "$out/controller.json" "$out/hostile.json" "$out/waiters.json" "$out/clusterevents.json" "$out/failover.json" "$out/outage.json" "$out/steady.json" "$out/fencing.json" "$out"/*.png
 
 INTERLEAVED_JSON="$out/interleaved.json" go test -count=1 -timeout 30m -run '^TestInterleaved$' -v .
 go test -run '^$' -bench . -benchmem -count "$count" -benchtime "$benchtime" . | tee "$out/bench.txt"
@@ -67,8 +68,8 @@ WAITERS_JSON="$out/waiters.json" go test -count=1 -timeout 30m -run '^TestWaiter
 CLUSTER_EVENTS_JSON="$out/clusterevents.json" go test -count=1 -timeout 10m -run '^TestClusterEvents$' -v .
 
 e2e=0
-(cd "$root" && CONTROLLER_BENCH_JSON="$out/controller.json" HOSTILE_BENCH_JSON="$out/hostile.json" FAILOVER_JSON="$out/failover.json" OUTAGE_JSON="$out/outage.json" STEADY_JSON="$out/steady.json" \
-	go test -count=1 -timeout 90m -run '^(TestControllerBenchmark|TestControllerAmongHostileTenants|TestFailoverBenchmark|TestLeadershipThroughAPIServerOutage|TestSteadyStateBenchmark)$' -v ./test/e2e/) || e2e=$?
+(cd "$root" && CONTROLLER_BENCH_JSON="$out/controller.json" HOSTILE_BENCH_JSON="$out/hostile.json" FAILOVER_JSON="$out/failover.json" OUTAGE_JSON="$out/outage.json" STEADY_JSON="$out/steady.json" FENCING_JSON="$out/fencing.json" \
+	go test -count=1 -timeout 90m -run '^(TestControllerBenchmark|TestControllerAmongHostileTenants|TestFailoverBenchmark|TestLeadershipThroughAPIServerOutage|TestSteadyStateBenchmark|TestFencingPolicyAdmitsOnlyTheHolder|TestPluginWithFencingLeadsOnceAdmitted|TestAgentWithFencingLeadsOnceAdmitted)$' -v ./test/e2e/) || e2e=$?
 
 go run ./cmd/benchreport -dir "$out" -command "$command" -source "$source" -elapsed "$(($(date +%s) - started))s"
 exit "$e2e"

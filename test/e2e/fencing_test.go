@@ -2,11 +2,15 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -19,6 +23,8 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/redislock/redislock/internal/leaderhttp"
+	"github.com/redislock/redislock/internal/testing/benchresult"
 	"github.com/redislock/redislock/internal/testing/redisproc"
 	"github.com/redislock/redislock/internal/testing/redistest"
 	"github.com/redislock/redislock/internal/testing/testenv"
@@ -96,17 +102,19 @@ func (f *fenced) write(c client.Client) error {
 // policy bound to the ConfigMaps of a namespace with a RedisLock as its
 // param, and two pods of the fenced service account with tokens bound to
 // them (raw clients: no write gate). Through 8 handovers, each by the
-// holder's key expiring, as a leader paused past its ttl lets it: the new
+// holder's key expiring, as a leader paused past its ttl lets it, both
+// pods write back to back from the new holder's grant on: the new
 // holder's writes are admitted once the RedisLock's status shows it, and
 // the deposed holder's are refused from then on. It logs the lags, from
-// the new holder's grant, of both.
+// the new holder's grant, of both, and the writes each made meanwhile
+// (with $FENCING_JSON set, it writes them there).
 func TestFencingPolicyAdmitsOnlyTheHolder(t *testing.T) {
 	f := startFenced(t)
 	ns, s, writers, write := f.ns, f.s, f.writers, f.write
 	ctx := context.Background()
 	pods := []string{"op-a", "op-b"}
 	name := lockIn(t, ns) + "/operator"
-	var admitLags, refuseLags []time.Duration
+	out := benchresult.Fencing{Timing: faultTiming.timing()}
 	for round := range 8 {
 		holder, deposed := pods[round%2], pods[(round+1)%2]
 		lc, err := redislock.New(redistest.Clients(t, s), &redislock.Options{AssumeDurable: true, Identity: holder})
@@ -122,16 +130,32 @@ func TestFencingPolicyAdmitsOnlyTheHolder(t *testing.T) {
 			t.Fatalf("round %d: %s: %v", round, holder, err)
 		}
 		granted := time.Now()
+		// Back to back, each pod until its verdict turns: bounded by
+		// the deadline, and by the controller's status write (tens of
+		// milliseconds).
 		var admitted, refused time.Duration
-		waitUntil(t, 20*time.Second, holder+" admitted and "+deposed+" refused", func() bool {
-			if admitted == 0 && write(writers[holder]) == nil {
-				admitted = time.Since(granted)
+		deadline := granted.Add(20 * time.Second)
+		for admitted == 0 || refused == 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: 20s after the grant, %s admitted after %v and %s refused after %v (0: not yet)", round, holder, admitted, deposed, refused)
 			}
-			if refused == 0 && write(writers[deposed]) != nil {
-				refused = time.Since(granted)
+			if admitted == 0 {
+				out.HolderWrites++
+				if write(writers[holder]) == nil {
+					admitted = time.Since(granted)
+				} else {
+					out.HolderRefused++
+				}
 			}
-			return admitted != 0 && refused != 0
-		})
+			if refused == 0 {
+				out.DeposedWrites++
+				if write(writers[deposed]) != nil {
+					refused = time.Since(granted)
+				} else {
+					out.DeposedAdmitted++
+				}
+			}
+		}
 		// From the new holder's first admitted write on, the deposed
 		// holder is refused: both read the same cache.
 		if err := write(writers[deposed]); err == nil {
@@ -139,12 +163,57 @@ func TestFencingPolicyAdmitsOnlyTheHolder(t *testing.T) {
 		} else if round > 0 && !strings.Contains(err.Error(), "is held by "+holder) {
 			t.Errorf("round %d: %s refused with %v; want the policy naming %s", round, deposed, err, holder)
 		}
-		admitLags, refuseLags = append(admitLags, admitted), append(refuseLags, refused)
+		out.Handovers++
+		out.AdmitSeconds = append(out.AdmitSeconds, admitted.Seconds())
+		out.RefuseSeconds = append(out.RefuseSeconds, refused.Seconds())
 	}
-	slices.Sort(admitLags)
-	slices.Sort(refuseLags)
-	t.Logf("over %d handovers, from the new holder's grant: its writes admitted after p50 %v, max %v; the deposed holder's refused after p50 %v, max %v",
-		len(admitLags), admitLags[len(admitLags)/2], admitLags[len(admitLags)-1], refuseLags[len(refuseLags)/2], refuseLags[len(refuseLags)-1])
+	t.Logf("over %d handovers, from the new holder's grant: its writes admitted after p50 %v, max %v (%d of its %d writes refused before); the deposed holder's refused after p50 %v, max %v (%d of its %d writes admitted before)",
+		out.Handovers, p50Max(out.AdmitSeconds)[0], p50Max(out.AdmitSeconds)[1], out.HolderRefused, out.HolderWrites,
+		p50Max(out.RefuseSeconds)[0], p50Max(out.RefuseSeconds)[1], out.DeposedAdmitted, out.DeposedWrites)
+	recordFencing(t, func(f *benchresult.Fencing) {
+		f.Timing, f.Handovers, f.AdmitSeconds, f.RefuseSeconds = out.Timing, out.Handovers, out.AdmitSeconds, out.RefuseSeconds
+		f.DeposedWrites, f.DeposedAdmitted, f.HolderWrites, f.HolderRefused = out.DeposedWrites, out.DeposedAdmitted, out.HolderWrites, out.HolderRefused
+	})
+}
+
+// p50Max returns the median and the maximum of seconds, as durations.
+func p50Max(seconds []float64) [2]time.Duration {
+	s := slices.Sorted(slices.Values(seconds))
+	d := func(v float64) time.Duration { return time.Duration(v * float64(time.Second)).Round(time.Millisecond) }
+	return [2]time.Duration{d(s[len(s)/2]), d(s[len(s)-1])}
+}
+
+// recordFencing, with $FENCING_JSON set, reads the fencing results there
+// (none if the file does not exist), lets change add its own, and writes
+// them back: the fencing tests run one after another and share the file.
+func recordFencing(t *testing.T, change func(*benchresult.Fencing)) {
+	t.Helper()
+	path := os.Getenv("FENCING_JSON")
+	if path == "" {
+		return
+	}
+	var f benchresult.Fencing
+	switch b, err := os.ReadFile(path); {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		t.Fatal(err)
+	default:
+		if err := json.Unmarshal(b, &f); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+	}
+	change(&f)
+	writeJSON(t, path, f)
+}
+
+// recordCandidate adds, with $FENCING_JSON set, the waits of a kind of
+// candidate that leads once admitted.
+func recordCandidate(t *testing.T, c benchresult.FencingCandidate) {
+	t.Helper()
+	recordFencing(t, func(f *benchresult.Fencing) {
+		f.Candidates = slices.DeleteFunc(f.Candidates, func(o benchresult.FencingCandidate) bool { return o.Method == c.Method })
+		f.Candidates = append(f.Candidates, c)
+	})
 }
 
 // TestPluginWithFencingLeadsOnceAdmitted: a candidate of
@@ -164,7 +233,7 @@ func TestPluginWithFencingLeadsOnceAdmitted(t *testing.T) {
 		t.Cleanup(e.Close)
 		elections[pod] = e
 	}
-	var waits []time.Duration
+	c := benchresult.FencingCandidate{Method: "plugin", Handover: "the old leader's release, then the new one's Create"}
 	for round := range 8 {
 		holder := pods[round%2]
 		lock := elections[holder].Lock
@@ -174,7 +243,7 @@ func TestPluginWithFencingLeadsOnceAdmitted(t *testing.T) {
 			return lock.Create(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: holder}) == nil
 		})
 		if round > 0 { // the first waited for the restart guard too
-			waits = append(waits, time.Since(start))
+			c.WaitSeconds = append(c.WaitSeconds, time.Since(start).Seconds())
 		}
 		if err := f.write(f.writers[holder]); err != nil {
 			t.Fatalf("round %d: %s's first write after Create: %v; want it admitted", round, holder, err)
@@ -183,8 +252,90 @@ func TestPluginWithFencingLeadsOnceAdmitted(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	slices.Sort(waits)
-	t.Logf("Create, with its wait for the API server, over %d handovers after the first: p50 %v, max %v", len(waits), waits[len(waits)/2], waits[len(waits)-1])
+	w := p50Max(c.WaitSeconds)
+	t.Logf("Create, with its wait for the API server, over %d handovers after the first: p50 %v, max %v", len(c.WaitSeconds), w[0], w[1])
+	recordCandidate(t, c)
+}
+
+// TestAgentWithFencingLeadsOnceAdmitted: the agents of op-a and op-b,
+// run with -fencing (as the annotation redislock.io/fencing: "true" makes
+// the webhook run them), report leading only once the API server shows
+// their pod as the holder: the test long-polls the standby's /leader
+// and writes with its pod's token the instant it says it leads, and the
+// write is admitted, through 6 handovers, each by SIGTERM (the leader
+// releases). The deposed pod's writes are refused by then.
+func TestAgentWithFencingLeadsOnceAdmitted(t *testing.T) {
+	f := startFenced(t)
+	fl := &agentFleet{t: t, bin: goBuild(t, "."), ns: f.ns, lock: "operator", kubeconfig: agentUser(t, f.ns), clusterID: clusterIDOf(t, apiServer(t)),
+		dir: t.TempDir(), procs: map[string]*agentProc{}, perAgent: func(string) []string { return []string{"-fencing"} }}
+	pods := []string{"op-a", "op-b"}
+	addrs := map[string]string{}
+	for _, pod := range pods {
+		addrs[pod] = freeAddr(t)
+	}
+	fl.start(pods[0], addrs[pods[0]])
+	// The fresh Redis's restart guard holds the lock back for a ttl.
+	awaitAgentLeading(t, addrs[pods[0]], 3*faultTiming.lease+10*time.Second)
+	c := benchresult.FencingCandidate{Method: "agent", Handover: "SIGTERM to the leader's agent"}
+	for round := range 6 {
+		leader, next := pods[round%2], pods[(round+1)%2]
+		if err := f.write(f.writers[leader]); err != nil {
+			t.Fatalf("round %d: %s's write while it leads: %v", round, leader, err)
+		}
+		fl.start(next, addrs[next])
+		waitUntil(t, 20*time.Second, next+" to see "+leader+" lead", func() bool {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			st, _, err := leaderhttp.Get(ctx, "http://"+addrs[next]+"/leader")
+			return err == nil && st.Holder == leader
+		})
+		termed := time.Now()
+		fl.signal(leader, syscall.SIGTERM)
+		awaitAgentLeading(t, addrs[next], 20*time.Second)
+		c.WaitSeconds = append(c.WaitSeconds, time.Since(termed).Seconds())
+		if err := f.write(f.writers[next]); err != nil {
+			t.Fatalf("round %d: %s's first write once its /leader says it leads: %v; want it admitted", round, next, err)
+		}
+		if err := f.write(f.writers[leader]); err == nil {
+			t.Fatalf("round %d: the deposed %s's write admitted after %s's", round, leader, next)
+		}
+		if err := fl.waitExit(leader, 10*time.Second); err != nil {
+			t.Fatalf("round %d: %s after SIGTERM: %v", round, leader, err)
+		}
+	}
+	w := p50Max(c.WaitSeconds)
+	t.Logf("from the leader's SIGTERM to the next agent's /leader saying it leads (admitted), over %d handovers: p50 %v, max %v", len(c.WaitSeconds), w[0], w[1])
+	recordCandidate(t, c)
+}
+
+// awaitAgentLeading long-polls the /leader of the agent at addr until it
+// says it leads, and returns at once then.
+func awaitAgentLeading(t *testing.T, addr string, within time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	after := ""
+	for {
+		url := "http://" + addr + "/leader?wait=10s"
+		if after != "" {
+			url += "&after=" + after
+		}
+		st, _, err := leaderhttp.Get(ctx, url)
+		switch {
+		case err == nil && st.Leading:
+			return
+		case err == nil:
+			after = st.ObservedAt.Format(time.RFC3339Nano)
+		case ctx.Err() != nil:
+			t.Fatalf("the agent at %s did not lead within %v: %v", addr, within, err)
+		default:
+			after = ""
+			select {
+			case <-ctx.Done():
+			case <-time.After(50 * time.Millisecond): // not listening yet
+			}
+		}
+	}
 }
 
 // podClient is a client with a token of service account sa bound to pod

@@ -220,3 +220,39 @@ type CommandCost struct {
 	CallsPerOp float64 `json:"callsPerOp"`
 	UsPerOp    float64 `json:"usPerOp"`
 }
+
+// Fencing is what the fencing tests of test/e2e write to $FENCING_JSON,
+// times in seconds: TestFencingPolicyAdmitsOnlyTheHolder's handovers, in
+// which raw clients with the two pods' bound tokens write back to back
+// from the new holder's grant on, and the waits of the candidates that
+// lead only once the API server shows them (TestPluginWithFencingLeadsOnceAdmitted,
+// TestAgentWithFencingLeadsOnceAdmitted).
+type Fencing struct {
+	Timing
+	Handovers int `json:"handovers"`
+	// AdmitSeconds are, per handover, the time from the new holder's
+	// grant to its first admitted write; RefuseSeconds to the deposed
+	// holder's first refused write.
+	AdmitSeconds  []float64 `json:"admitSeconds"`
+	RefuseSeconds []float64 `json:"refuseSeconds"`
+	// DeposedWrites are the deposed holder's writes from the grant until
+	// the first refused, DeposedAdmitted those admitted; HolderWrites are
+	// the new holder's writes until its first admitted, HolderRefused
+	// those refused. All handovers summed.
+	DeposedWrites   int `json:"deposedWrites"`
+	DeposedAdmitted int `json:"deposedAdmitted"`
+	HolderWrites    int `json:"holderWrites"`
+	HolderRefused   int `json:"holderRefused"`
+	// Candidates are the plugin's and the agent's waits.
+	Candidates []FencingCandidate `json:"candidates,omitempty"`
+}
+
+// FencingCandidate is one kind of candidate that leads only once
+// admitted: WaitSeconds are, per handover, the time from the start of the
+// handover (Handover says what that is) to leading. Its first write, made
+// the instant it led, was admitted in each (the test fails otherwise).
+type FencingCandidate struct {
+	Method      string    `json:"method"` // plugin or agent
+	Handover    string    `json:"handover"`
+	WaitSeconds []float64 `json:"waitSeconds"`
+}

@@ -108,6 +108,9 @@ func TestReportHasEverySectionAndPlot(t *testing.T) {
 		{Name: "single", Waiters: 1, Names: 1, Connections: 2, PubSubConnections: 1, PoolSize: 20, ClientBytes: 1 << 20, HandoverSeconds: []float64{0.0004, 0.0005}, RedisCPUSeconds: []float64{0.0002, 0.0003}, Scripts: []int64{2, 2}},
 		{Name: "herd", Waiters: 1000, Names: 1, Connections: 22, PubSubConnections: 1, PoolSize: 20, ClientBytes: 8 << 20, HandoverSeconds: []float64{0.0004, 0.002}, RedisCPUSeconds: []float64{0.02, 0.03}, Scripts: []int64{1000, 999}},
 	}})
+	write("fencing.json", fencing{Timing: timing{LeaseDuration: "2s", RenewDeadline: "1.5s", RetryPeriod: "300ms"}, Handovers: 2,
+		AdmitSeconds: []float64{0.05, 0.06}, RefuseSeconds: []float64{0.055, 0.07}, DeposedWrites: 30, DeposedAdmitted: 28, HolderWrites: 25, HolderRefused: 23,
+		Candidates: []fencingCandidate{{Method: "agent", Handover: "SIGTERM to the leader's agent", WaitSeconds: []float64{0.2, 0.3, 1.4}}}})
 	write("clusterevents.json", clusterEvents{Masters: 3, Replicas: 1, Cycles: 100, Cases: []clusterEventsCase{
 		{Name: "PUBLISH", Events: 200, BusMessages: 1000, NodesReached: 6},
 		{Name: "SPUBLISH", Events: 200, BusMessages: 200, NodesReached: 3},
@@ -172,6 +175,9 @@ func TestReportHasEverySectionAndPlot(t *testing.T) {
 		"| PUBLISH | 200 | 1000 | 5.00 | 6 of 6 |",
 		"| SPUBLISH | 200 | 200 | 1.00 | 3 of 6 |",
 		"| a grant or release reaches only its shard: ≤ 1 bus message (its replicas) per event | 1.00 | PASS |",
+		"| the new holder's first write admitted | 50ms | 60ms | 23 of its 25 writes refused before |",
+		"| the deposed holder's first write refused | 55ms | 70ms | 28 of its 30 writes admitted before |",
+		"| Redis agent | 3 | SIGTERM to the leader's agent | 300ms | 1.4s |",
 		"the run took 12m0s",
 		"| abc1234-dirty |",
 	} {
@@ -202,7 +208,7 @@ func TestReportSaysWhatWasNotRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"Not run (no failover.json).", "Not run (no outage.json).", "Not run (no steady.json).", "Not run (no controller.json).", "Not run (no hostile.json).", "Not run (no waiters.json).", "Not run (no clusterevents.json)."} {
+	for _, want := range []string{"Not run (no failover.json).", "Not run (no outage.json).", "Not run (no steady.json).", "Not run (no controller.json).", "Not run (no hostile.json).", "Not run (no waiters.json).", "Not run (no clusterevents.json).", "Not run (no fencing.json)."} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("REPORT.md lacks %q", want)
 		}

@@ -29,6 +29,8 @@ type (
 	steadyCase        = benchresult.SteadyCase
 	outage            = benchresult.Outage
 	outageMethod      = benchresult.OutageMethod
+	fencing           = benchresult.Fencing
+	fencingCandidate  = benchresult.FencingCandidate
 )
 
 // methodLabel names an election method for people.

@@ -9,7 +9,7 @@ import (
 )
 
 // report is everything REPORT.md shows; failover, outage, steady,
-// controller, hostile, waiters and events are nil when that part was not run, and elapsed is 0 when
+// controller, hostile, waiters, events and fencing are nil when that part was not run, and elapsed is 0 when
 // it is not known (a report of parts run separately).
 type report struct {
 	bench      results
@@ -21,6 +21,7 @@ type report struct {
 	hostile    *hostileTenants
 	waiters    *waiters
 	events     *clusterEvents
+	fencing    *fencing
 	machine    machine
 	source     string
 	command    string
@@ -74,7 +75,7 @@ func (rp report) markdown(w *strings.Builder, plots map[string]plotFile) {
 	if rp.elapsed > 0 {
 		fmt.Fprintf(w, "; the run took %v", rp.elapsed.Round(time.Second))
 	}
-	fmt.Fprintln(w, ". The inputs are next to this file: `interleaved.json` (TestInterleaved of `test/bench`), `bench.txt` (`go test -bench` output of `test/bench`), `failover.json`, `outage.json`, `steady.json`, `controller.json`, `hostile.json`, `waiters.json`, `clusterevents.json`.")
+	fmt.Fprintln(w, ". The inputs are next to this file: `interleaved.json` (TestInterleaved of `test/bench`), `bench.txt` (`go test -bench` output of `test/bench`), `failover.json`, `outage.json`, `steady.json`, `controller.json`, `hostile.json`, `waiters.json`, `clusterevents.json`, `fencing.json`.")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "The numbers are from this one machine; they move with it, so compare ratios within a run.")
 	fmt.Fprintln(w)
@@ -202,6 +203,14 @@ func (rp report) markdown(w *strings.Builder, plots map[string]plotFile) {
 		writeWaiters(w, wt)
 	} else {
 		fmt.Fprintln(w, "Not run (no waiters.json).")
+	}
+
+	fmt.Fprintln(w, "\n## The API server refuses a deposed leader (fencing)")
+	fmt.Fprintln(w)
+	if f := rp.fencing; f != nil {
+		writeFencing(w, f)
+	} else {
+		fmt.Fprintln(w, "Not run (no fencing.json).")
 	}
 
 	fmt.Fprintln(w, "\n## Lock events on a Redis Cluster")
