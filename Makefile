@@ -125,6 +125,7 @@ manifests:
 	cp config/crd/bases/*.yaml charts/redislock/crds/
 	cp config/crd/bases/*.yaml charts/redislock-crds/files/crds/
 	cp config/rbac/agent/clusterconnection_reader.yaml charts/redislock/files/clusterconnection-reader.yaml
+	cp config/rbac/agent/pod_reader.yaml charts/redislock/files/agent-pod-reader.yaml
 	cp config/rbac/role.yaml charts/redislock/files/rbac.yaml
 	cp config/rbac/agent/role.yaml charts/redislock/files/agent-role.yaml
 	cp config/rbac/agent/policy.yaml charts/redislock/files/agent-policy.yaml

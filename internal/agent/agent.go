@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -112,8 +113,9 @@ type Options struct {
 	// API server, which needs get on namespace kube-system.
 	ClusterID string
 	// Health, when set, gates leadership on the app's health (a
-	// healthprobe signal: http://HOST:PORT/PATH or file:/PATH), checked
-	// every HealthPeriod (default DefaultHealthPeriod): the agent
+	// healthprobe signal: http://HOST:PORT/PATH or file:/PATH, checked
+	// every HealthPeriod (default DefaultHealthPeriod); or ready, the
+	// pod's app containers' Ready, watched): the agent
 	// campaigns only while the app is healthy, and steps down (releases)
 	// once it has been unhealthy for StepDownAfter (default the lock's
 	// ttl). /leader's error says why it does not campaign meanwhile.
@@ -147,9 +149,11 @@ type Agent struct {
 	timeouts timeouts // of the HTTP servers
 
 	// probe and health, with Options.Health: the app's health, which
-	// probeHealth keeps and the elector is gated on.
+	// probeHealth (or watchPodReady) keeps and the elector is gated on;
+	// pods, for watchPodReady, reads the pod.
 	probe  healthprobe.Probe
 	health *redislock.Health
+	pods   rest.Interface
 
 	mu      sync.Mutex
 	elector *redislock.Elector // nil until campaigning
@@ -208,6 +212,8 @@ func (o Options) validate() error {
 		invalid("HealthPeriod", "%v is negative", o.HealthPeriod)
 	case o.HealthPeriod > 0 && o.Health == "":
 		invalid("HealthPeriod", "set without a health signal")
+	case o.HealthPeriod > 0 && o.Health == healthprobe.Ready:
+		invalid("HealthPeriod", "set with the signal %s, which the agent watches rather than checks", healthprobe.Ready)
 	}
 	switch {
 	case o.StepDownAfter < 0:
@@ -254,6 +260,13 @@ func New(cfg *rest.Config, o Options) (*Agent, error) {
 	if o.Health != "" {
 		a.probe, _ = healthprobe.Parse(o.Health) // validate parsed it
 		a.health = redislock.NewHealth(errNotProbed, o.Clock)
+	}
+	if a.probe.Pod() {
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("agent: %w", err)
+		}
+		a.pods = cs.CoreV1().RESTClient()
 	}
 	a.leader = a.changes.Handler(a.status, o.Clock, o.MaxLongPolls)
 	if a.metrics, err = promlock.New(a.reg); err != nil {
@@ -360,7 +373,10 @@ func (a *Agent) campaign(ctx context.Context, cand *redisconn.Candidate) error {
 		return nil
 	})
 	parts.Go(func() error { a.publish(reports, changed, cand.Timing.RenewInterval); return nil })
-	if a.health != nil {
+	switch {
+	case a.probe.Pod():
+		parts.Go(func() error { a.watchPodReady(ctx, notify); return nil })
+	case a.health != nil:
 		parts.Go(func() error { a.probeHealth(ctx, notify); return nil })
 	}
 	if a.o.Hook != "" {

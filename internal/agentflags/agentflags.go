@@ -20,6 +20,9 @@ const (
 	// default identity) and namespace (its lock's default namespace).
 	PodNameEnv      = "POD_NAME"
 	PodNamespaceEnv = "POD_NAMESPACE"
+	// ContainerName is the agent's container in the pods the webhook
+	// injects: the agent does not count its own readiness as its app's.
+	ContainerName = "redislock-agent"
 )
 
 // The names of the flags that the agent's usage errors name too.
@@ -77,8 +80,8 @@ func (f *Flags) Bind(fs *flag.FlagSet) {
 	fs.StringVar(&f.LeaderFile, "leader-file", f.LeaderFile, "keep the /leader JSON in this file, rewritten on changes and renewals")
 	fs.StringVar(&f.ClusterID, "cluster-id", f.ClusterID, "this cluster's identity, the UID of namespace kube-system, for a lock of scope Cluster (default: read it, which needs get on that namespace)")
 	fs.StringVar(&f.Hook, "hook", f.Hook, "a program to run on each change of leadership or holder, with the /leader JSON on its stdin and REDISLOCK_LEADING=true|false")
-	fs.StringVar(&f.Health, Health, f.Health, "gate leadership on the app's health: http://HOST:PORT/PATH (healthy on a status from 200 to 399) or file:/PATH (healthy while it exists); the agent campaigns only while it is healthy, and steps down (releases) once it has been unhealthy for -"+StepDownAfter)
-	fs.DurationVar(&f.HealthPeriod, "health-period", f.HealthPeriod, "how often to check -"+Health+" (default 1s)")
+	fs.StringVar(&f.Health, Health, f.Health, "gate leadership on the app's health: http://HOST:PORT/PATH (healthy on a status from 200 to 399), file:/PATH (healthy while it exists) or ready (while the pod's app containers are Ready: a watch of the pod, which needs list and watch on pods); the agent campaigns only while it is healthy, and steps down (releases) once it has been unhealthy for -"+StepDownAfter)
+	fs.DurationVar(&f.HealthPeriod, "health-period", f.HealthPeriod, "how often to check -"+Health+" (default 1s; not with ready, which is watched)")
 	fs.DurationVar(&f.StepDownAfter, StepDownAfter, f.StepDownAfter, "how long a leader may stay unhealthy before it steps down (default: the lock's ttl)")
 	fs.BoolVar(&f.Fencing, Fencing, f.Fencing, "lead (report it, run the command) only once the RedisLock's status names this pod as the holder, which the admission policy redislock-fencing admits the pod's writes by; the RedisLock is read with backoff up to its renewInterval meanwhile")
 	fs.StringVar(&f.OnLost, OnLost, f.OnLost, "with a command after --: what to do when leadership ends, once the command is stopped: exit, or campaign to run it again at the next term")

@@ -1,7 +1,9 @@
 // Package healthprobe reads and runs the health signal that gates an
 // agent's leadership (`redislock agent -health`, the pod annotation
 // redislock.io/health): an HTTP GET, healthy on a status from 200 to 399
-// as the kubelet's httpGet probe, or a file, healthy while it exists.
+// as the kubelet's httpGet probe, a file, healthy while it exists, or
+// Ready, the pod's own app containers' readiness as the kubelet reports
+// it, which the agent learns by watching its pod (Check does not run it).
 package healthprobe
 
 import (
@@ -26,15 +28,23 @@ var ErrUnhealthy = errors.New("healthprobe: unhealthy")
 // kubelet counts it, wherever it points.
 var client = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 
+// Ready is the signal of the pod's readiness: healthy while every app
+// container of the pod is Ready in its status, the agent's own aside.
+const Ready = "ready"
+
 // Probe is a parsed health signal.
 type Probe struct {
 	url  string // for an HTTP GET
 	file string // for a file
+	pod  bool   // Ready
 }
 
-// Parse reads a signal: "http://host:port/path" or "file:/path" (or
-// "file:///path"). The error says what a signal looks like.
+// Parse reads a signal: "http://host:port/path", "file:/path" (or
+// "file:///path") or Ready. The error says what a signal looks like.
 func Parse(s string) (Probe, error) {
+	if s == Ready {
+		return Probe{pod: true}, nil
+	}
 	u, err := url.Parse(s)
 	switch {
 	case err != nil:
@@ -44,12 +54,20 @@ func Parse(s string) (Probe, error) {
 	case u.Scheme == "file" && (u.Host == "" || u.Host == "localhost") && strings.HasPrefix(u.Path, "/"):
 		return Probe{file: u.Path}, nil
 	}
-	return Probe{}, fmt.Errorf("%w %q: want http://HOST:PORT/PATH (healthy on a status from 200 to 399) or file:/PATH (healthy while the file exists)", ErrInvalid, s)
+	return Probe{}, fmt.Errorf("%w %q: want http://HOST:PORT/PATH (healthy on a status from 200 to 399), file:/PATH (healthy while the file exists) or ready (healthy while the pod's app containers are Ready)", ErrInvalid, s)
 }
 
+// Pod reports whether p is Ready, the pod's readiness, which the agent
+// learns by watching its pod rather than by Check.
+func (p Probe) Pod() bool { return p.pod }
+
 // Check probes once, within ctx: nil when the app is healthy, else an
-// error wrapping ErrUnhealthy that says why.
+// error wrapping ErrUnhealthy that says why. Ready cannot be checked: an
+// error wrapping ErrInvalid.
 func (p Probe) Check(ctx context.Context) error {
+	if p.pod {
+		return fmt.Errorf("%w: %s is the pod's status, which the agent watches; there is nothing to check", ErrInvalid, Ready)
+	}
 	if p.file != "" {
 		if _, err := os.Stat(p.file); err != nil {
 			return fmt.Errorf("%w: %w", ErrUnhealthy, err)
@@ -75,6 +93,9 @@ func (p Probe) Check(ctx context.Context) error {
 
 // String gives back the signal.
 func (p Probe) String() string {
+	if p.pod {
+		return Ready
+	}
 	if p.file != "" {
 		return "file:" + p.file
 	}

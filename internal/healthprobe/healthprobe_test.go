@@ -15,7 +15,7 @@ import (
 )
 
 func TestParseTakesHTTPAndFileSignalsOnly(t *testing.T) {
-	for _, ok := range []string{"http://127.0.0.1:8080/ready", "http://localhost:9000/", "file:/run/app/ready", "file:///run/app/ready"} {
+	for _, ok := range []string{"http://127.0.0.1:8080/ready", "http://localhost:9000/", "file:/run/app/ready", "file:///run/app/ready", "ready"} {
 		p, err := healthprobe.Parse(ok)
 		if err != nil {
 			t.Errorf("Parse(%q): %v", ok, err)
@@ -25,7 +25,7 @@ func TestParseTakesHTTPAndFileSignalsOnly(t *testing.T) {
 			t.Errorf("Parse(%q).String() = %q, want %q", ok, p, want)
 		}
 	}
-	for _, bad := range []string{"", "ready", "tcp://127.0.0.1:80", "https://app/ready", "http:///ready", "file:ready", "file://host/ready", "http://[::1"} {
+	for _, bad := range []string{"", "Ready", "tcp://127.0.0.1:80", "https://app/ready", "http:///ready", "file:ready", "file://host/ready", "http://[::1"} {
 		if _, err := healthprobe.Parse(bad); !errors.Is(err, healthprobe.ErrInvalid) {
 			t.Errorf("Parse(%q) = %v, want ErrInvalid", bad, err)
 		}

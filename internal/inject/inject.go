@@ -45,7 +45,10 @@ const (
 	// signal the agent checks every second, http://HOST:PORT/PATH
 	// (healthy on a status from 200 to 399; the agent shares the pod's
 	// network, so 127.0.0.1 reaches the app) or file:/PATH (healthy while
-	// the file exists, in a volume the app and the agent share). The pod
+	// the file exists, in a volume the app and the agent share) or
+	// "ready" (while the pod's app containers are Ready in its status,
+	// which the agent watches; the pod's service account then needs the
+	// redislock-agent-pod-reader ClusterRole bound). The pod
 	// campaigns only while its app is healthy, and its agent steps down
 	// (releases) once the app has been unhealthy for
 	// StepDownAfterAnnotation.
@@ -62,7 +65,7 @@ const (
 	// ContainerName is the injected agent container's name: the sidecar,
 	// or with RunContainerAnnotation the init container that installs the
 	// agent's binary for the wrapped container.
-	ContainerName = "redislock-agent"
+	ContainerName = agentflags.ContainerName
 	// BinVolumeName is the volume that carries the agent's binary to a
 	// wrapped container.
 	BinVolumeName = "redislock-bin"
@@ -175,6 +178,8 @@ func Requested(pod *corev1.Pod) (in Injection, ok bool, err error) {
 		switch {
 		case i < 0:
 			return Injection{}, true, fmt.Errorf("annotation %s: the pod has no container %q", RunContainerAnnotation, name)
+		case in.Health == healthprobe.Ready:
+			return Injection{}, true, fmt.Errorf("annotation %s: %q cannot gate a pod whose app runs only while it leads (annotation %s): the app is not Ready before it leads; use an http:// or file: signal", HealthAnnotation, healthprobe.Ready, RunContainerAnnotation)
 		case len(pod.Spec.Containers[i].Command) == 0:
 			return Injection{}, true, fmt.Errorf("annotation %s: container %s sets no command, so the webhook cannot wrap it (it cannot see the image's entrypoint); set its command (and args) in the pod spec", RunContainerAnnotation, name)
 		}

@@ -450,6 +450,7 @@ func TestBadAnnotationIsRejected(t *testing.T) {
 		{"run-container missing", map[string]string{inject.LockAnnotation: "lock", inject.RunContainerAnnotation: "worker"}, nil, `annotation redislock.io/run-container: the pod has no container "worker"`},
 		{"run-container without a command", map[string]string{inject.LockAnnotation: "lock", inject.RunContainerAnnotation: "app"}, nil, "container app sets no command, so the webhook cannot wrap it"},
 		{"bad health signal", map[string]string{inject.LockAnnotation: "lock", inject.HealthAnnotation: "tcp://127.0.0.1:8080"}, nil, `annotation redislock.io/health: healthprobe: invalid health signal "tcp://127.0.0.1:8080": want http://HOST:PORT/PATH`},
+		{"ready with run-container", map[string]string{inject.LockAnnotation: "lock", inject.HealthAnnotation: "ready", inject.RunContainerAnnotation: "app"}, nil, `annotation redislock.io/health: "ready" cannot gate a pod whose app runs only while it leads`},
 		{"bad step-down wait", map[string]string{inject.LockAnnotation: "lock", inject.HealthAnnotation: "file:/run/ready", inject.StepDownAfterAnnotation: "soon"}, nil, `annotation redislock.io/step-down-after: "soon" is not a positive duration`},
 		{"step-down wait without health", map[string]string{inject.LockAnnotation: "lock", inject.StepDownAfterAnnotation: "30s"}, nil, "annotation redislock.io/step-down-after: set without annotation redislock.io/health"},
 	}

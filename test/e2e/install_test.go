@@ -340,6 +340,7 @@ func TestInstallManifestsMatchTheGeneratedOnes(t *testing.T) {
 		"agent-role.yaml":               filepath.Join("config", "rbac", "agent", "role.yaml"),
 		"agent-policy.yaml":             filepath.Join("config", "rbac", "agent", "policy.yaml"),
 		"clusterconnection-reader.yaml": filepath.Join("config", "rbac", "agent", "clusterconnection_reader.yaml"),
+		"agent-pod-reader.yaml":         filepath.Join("config", "rbac", "agent", "pod_reader.yaml"),
 		"webhook.yaml":                  filepath.Join("config", "webhook", "manifests.yaml"),
 		"tenancy.yaml":                  filepath.Join("config", "policy", "tenancy.yaml"),
 		"fencing.yaml":                  filepath.Join("config", "policy", "fencing.yaml"),
