@@ -821,7 +821,7 @@ func TestHelmAgentPodGuardIsOptional(t *testing.T) {
 	names := func(objs []map[string]any) []string {
 		var ns []string
 		for _, o := range objs {
-			if n := at(o, "metadata.name").(string); strings.HasPrefix(n, "redislock-agent-pod-") {
+			if n := at(o, "metadata.name").(string); strings.HasPrefix(n, "redislock-agent-pod-") && strings.HasPrefix(o["kind"].(string), "ValidatingAdmissionPolicy") {
 				ns = append(ns, o["kind"].(string)+"/"+n)
 			}
 		}
