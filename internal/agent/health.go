@@ -11,13 +11,11 @@ var errNotProbed = errors.New("not checked yet")
 
 // probeHealth checks Options.Health every HealthPeriod until ctx ends,
 // and keeps a.health: one check (an HTTP GET or a stat) a period, nothing
-// sent to Redis or the API server. A change of verdict is logged once,
-// and notifies the long polls of /leader, whose error says why the agent
-// does not campaign.
+// sent to Redis or the API server (see healthSetter).
 func (a *Agent) probeHealth(ctx context.Context, notify func()) {
+	set := a.healthSetter(notify)
 	t := a.o.Clock.NewTimer(0)
 	defer t.Stop()
-	last := errNotProbed.Error()
 	for {
 		select {
 		case <-ctx.Done():
@@ -30,6 +28,18 @@ func (a *Agent) probeHealth(ctx context.Context, notify func()) {
 		if ctx.Err() != nil {
 			return
 		}
+		set(err)
+		t.Reset(a.o.HealthPeriod)
+	}
+}
+
+// healthSetter returns the function that records each verdict on the
+// app's health (nil: healthy) in a.health. A change of verdict is logged
+// once, and notifies the long polls of /leader, whose error says why the
+// agent does not campaign. Its calls must not overlap.
+func (a *Agent) healthSetter(notify func()) func(error) {
+	last := errNotProbed.Error()
+	return func(err error) {
 		a.health.Set(err)
 		why := ""
 		if err != nil {
@@ -40,6 +50,5 @@ func (a *Agent) probeHealth(ctx context.Context, notify func()) {
 			last = why
 			notify()
 		}
-		t.Reset(a.o.HealthPeriod)
 	}
 }

@@ -23,25 +23,13 @@ var errPodGone = errors.New("the pod is deleted")
 
 // watchPodReady keeps a.health from the Ready of the pod's app containers
 // (podReady) until ctx ends: one list, then one watch of the pod, by name,
-// and nothing else sent to the API server, nor to Redis. A change of
-// verdict is logged once and notifies the long polls of /leader. Until the
-// first list succeeds, its error is the health's reason (a missing grant
-// shows in /leader); a watch that breaks later keeps the last verdict
-// while the informer lists again.
+// and nothing else sent to the API server, nor to Redis (see
+// healthSetter). Until the first list succeeds, its error is the health's
+// reason (a missing grant shows in /leader; the reflector logs it); a
+// watch that breaks later keeps the last verdict while the informer lists
+// again.
 func (a *Agent) watchPodReady(ctx context.Context, notify func()) {
-	last := errNotProbed.Error()
-	set := func(err error) {
-		a.health.Set(err)
-		why := ""
-		if err != nil {
-			why = err.Error()
-		}
-		if why != last {
-			a.o.Logger.Info("app health", "healthy", err == nil, "signal", a.probe.String(), "reason", why)
-			last = why
-			notify()
-		}
-	}
+	set := a.healthSetter(notify)
 	lw := cache.NewListWatchFromClient(a.pods, "pods", a.o.Lock.Namespace, fields.OneTermEqualSelector("metadata.name", a.o.Identity))
 	inf := cache.NewSharedInformer(lw, &corev1.Pod{}, 0)
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{

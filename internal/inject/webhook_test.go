@@ -299,16 +299,7 @@ func TestLabelPodAnnotation(t *testing.T) {
 // signal and the step-down wait.
 // The pod is docs/workloads.md's.
 func TestHealthAnnotationsGateTheAgent(t *testing.T) {
-	ns := namespace(t)
-	block, err := testenv.DocBlockByID("../..", "docs/workloads.md", "health-gated-pod")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pod := &corev1.Pod{}
-	if err := yaml.UnmarshalStrict([]byte(block.Text), pod); err != nil {
-		t.Fatal(err)
-	}
-	pod.Namespace = ns
+	pod := docPod(t, namespace(t), "health-gated-pod")
 	if err := k8s.Create(context.Background(), pod); err != nil {
 		t.Fatal(err)
 	}
@@ -319,8 +310,21 @@ func TestHealthAnnotationsGateTheAgent(t *testing.T) {
 // shows its pod as the holder: its flags carry -fencing. The pod is
 // docs/workloads.md's.
 func TestFencingAnnotationMakesTheAgentWaitForAdmission(t *testing.T) {
-	ns := namespace(t)
-	block, err := testenv.DocBlockByID("../..", "docs/workloads.md", "fenced-pod")
+	pod := docPod(t, namespace(t), "fenced-pod")
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Spec.ServiceAccountName}}
+	if err := k8s.Create(context.Background(), sa); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Create(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	checkInjected(t, pod, inject.Injection{Lock: "lock", Port: inject.DefaultPort, LabelPod: true, Fencing: true})
+}
+
+// docPod is the pod of docs/workloads.md's block id, in ns.
+func docPod(t *testing.T, ns, id string) *corev1.Pod {
+	t.Helper()
+	block, err := testenv.DocBlockByID("../..", "docs/workloads.md", id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -329,14 +333,7 @@ func TestFencingAnnotationMakesTheAgentWaitForAdmission(t *testing.T) {
 		t.Fatal(err)
 	}
 	pod.Namespace = ns
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pod.Spec.ServiceAccountName}}
-	if err := k8s.Create(context.Background(), sa); err != nil {
-		t.Fatal(err)
-	}
-	if err := k8s.Create(context.Background(), pod); err != nil {
-		t.Fatal(err)
-	}
-	checkInjected(t, pod, inject.Injection{Lock: "lock", Port: inject.DefaultPort, LabelPod: true, Fencing: true})
+	return pod
 }
 
 // A Deployment is stored as written; the pods created from its template
