@@ -55,7 +55,7 @@ func startFenced(t *testing.T) *fenced {
 	applyRedisLock(t, ns, "operator", f.s, "fence-pass", faultTiming)
 	mustKubectl(t, "annotate", "-n", ns, "redislock", "operator", "redislock.io/fence-service-accounts=operator")
 	mustKubectl(t, "create", "serviceaccount", "-n", ns, "operator")
-	mustKubectl(t, "create", "role", "-n", ns, "writer", "--verb=create", "--resource=configmaps")
+	mustKubectl(t, "create", "role", "-n", ns, "writer", "--verb=create,delete", "--resource=configmaps")
 	mustKubectl(t, "create", "rolebinding", "-n", ns, "writer", "--role=writer", "--serviceaccount="+ns+":operator")
 
 	policy := filepath.Join(repoRoot, "config", "policy", "fencing.yaml")
@@ -105,7 +105,8 @@ func (f *fenced) write(c client.Client) error {
 // holder's key expiring, as a leader paused past its ttl lets it, both
 // pods write back to back from the new holder's grant on: the new
 // holder's writes are admitted once the RedisLock's status shows it, and
-// the deposed holder's are refused from then on. It logs the lags, from
+// the deposed holder's are refused from then on, deletes as creates. It
+// logs the lags, from
 // the new holder's grant, of both, and the writes each made meanwhile
 // (with $FENCING_JSON set, it writes them there).
 func TestFencingPolicyAdmitsOnlyTheHolder(t *testing.T) {
@@ -115,6 +116,16 @@ func TestFencingPolicyAdmitsOnlyTheHolder(t *testing.T) {
 	pods := []string{"op-a", "op-b"}
 	name := lockIn(t, ns) + "/operator"
 	out := benchresult.Fencing{Timing: faultTiming.timing()}
+	// Deletes are fenced as writes are: a server dry-run delete of target.
+	target := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "target"}}
+	admin, err := testenv.Client(apiServer(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Create(ctx, target); err != nil {
+		t.Fatal(err)
+	}
+	del := func(pod string) error { return writers[pod].Delete(ctx, target.DeepCopy(), client.DryRunAll) }
 	for round := range 8 {
 		holder, deposed := pods[round%2], pods[(round+1)%2]
 		lc, err := redislock.New(redistest.Clients(t, s), &redislock.Options{AssumeDurable: true, Identity: holder})
@@ -162,6 +173,12 @@ func TestFencingPolicyAdmitsOnlyTheHolder(t *testing.T) {
 			t.Fatalf("round %d: %s's write admitted after %s's", round, deposed, holder)
 		} else if round > 0 && !strings.Contains(err.Error(), "is held by "+holder) {
 			t.Errorf("round %d: %s refused with %v; want the policy naming %s", round, deposed, err, holder)
+		}
+		if err := del(deposed); err == nil {
+			t.Fatalf("round %d: %s's delete admitted after %s's write", round, deposed, holder)
+		}
+		if err := del(holder); err != nil {
+			t.Fatalf("round %d: %s's delete: %v; want it admitted", round, holder, err)
 		}
 		out.Handovers++
 		out.AdmitSeconds = append(out.AdmitSeconds, admitted.Seconds())
