@@ -407,7 +407,7 @@ func (a *Agent) newElector(ctx context.Context, cancel context.CancelFunc, cand 
 	}
 	if a.o.Fencing {
 		eo.Admitted = func(ctx context.Context) error {
-			return redisconn.AwaitHolder(ctx, a.c, a.o.Lock, a.o.Identity, cand.Timing.RenewInterval)
+			return redisconn.AwaitHolder(ctx, a.c, a.o.Lock, a.o.Identity, cand.Timing.RenewInterval, a.o.Clock)
 		}
 	}
 	var el *redislock.Elector

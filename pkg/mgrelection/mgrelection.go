@@ -16,6 +16,7 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
@@ -94,7 +95,7 @@ func ForRedisLock(ctx context.Context, cfg *rest.Config, ref types.NamespacedNam
 		lo.Admitted = func(ctx context.Context) error {
 			ctx, cancel := context.WithTimeout(ctx, t.RenewInterval)
 			defer cancel()
-			if err := redisconn.AwaitHolder(ctx, c, key, id, fencingMaxInterval); err != nil {
+			if err := redisconn.AwaitHolder(ctx, c, key, id, fencingMaxInterval, clock.RealClock{}); err != nil {
 				return fmt.Errorf("mgrelection: %w", err)
 			}
 			return nil
