@@ -299,7 +299,8 @@ func TestLabelPodAnnotation(t *testing.T) {
 // signal and the step-down wait.
 // The pod is docs/workloads.md's.
 func TestHealthAnnotationsGateTheAgent(t *testing.T) {
-	pod := docPod(t, namespace(t), "health-gated-pod")
+	block, err := testenv.DocBlockByID("../..", "docs/workloads.md", "health-gated-pod")
+	pod := docPod(t, namespace(t), block, err)
 	if err := k8s.Create(context.Background(), pod); err != nil {
 		t.Fatal(err)
 	}
@@ -310,7 +311,8 @@ func TestHealthAnnotationsGateTheAgent(t *testing.T) {
 // shows its pod as the holder: its flags carry -fencing. The pod is
 // docs/workloads.md's.
 func TestFencingAnnotationMakesTheAgentWaitForAdmission(t *testing.T) {
-	pod := docPod(t, namespace(t), "fenced-pod")
+	block, err := testenv.DocBlockByID("../..", "docs/workloads.md", "fenced-pod")
+	pod := docPod(t, namespace(t), block, err)
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Spec.ServiceAccountName}}
 	if err := k8s.Create(context.Background(), sa); err != nil {
 		t.Fatal(err)
@@ -321,10 +323,10 @@ func TestFencingAnnotationMakesTheAgentWaitForAdmission(t *testing.T) {
 	checkInjected(t, pod, inject.Injection{Lock: "lock", Port: inject.DefaultPort, LabelPod: true, Fencing: true})
 }
 
-// docPod is the pod of docs/workloads.md's block id, in ns.
-func docPod(t *testing.T, ns, id string) *corev1.Pod {
+// docPod is the pod of a docs block (what testenv.DocBlockByID returns),
+// in ns.
+func docPod(t *testing.T, ns string, block testenv.DocBlock, err error) *corev1.Pod {
 	t.Helper()
-	block, err := testenv.DocBlockByID("../..", "docs/workloads.md", id)
 	if err != nil {
 		t.Fatal(err)
 	}
