@@ -5,11 +5,14 @@ import (
 
 	"github.com/redis/rueidis"
 	"github.com/redis/rueidis/rueidislock"
+
+	"github.com/redislock/redislock/pkg/redislock"
 )
 
 // rueidisLock is github.com/redis/rueidis/rueidislock on one node: one key
 // per lock (KeyMajority 1), NOLOOP tracking (redis >= 7.0.5), the same
-// ttl as the others as KeyValidity, and a single attempt (TryWithContext).
+// ttl as the others as KeyValidity, each call to the node bounded by our
+// DefaultNodeTimeout (TryNextAfter), and a single attempt (TryWithContext).
 // Its cancel func releases the key and waits for the DEL to finish.
 type rueidisLock struct {
 	l rueidislock.Locker
@@ -28,6 +31,10 @@ func openRueidis(addrs []string, noLoop bool) (locker, error) {
 		KeyMajority:    1,
 		KeyValidity:    ttl,
 		NoLoopTracking: noLoop,
+		// Each key's attempt is bounded as ours is (DefaultNodeTimeout),
+		// not by rueidislock's 20ms default, which a GC pause or a busy
+		// core on this 2-core machine exceeds: make bench failed on it.
+		TryNextAfter: redislock.DefaultNodeTimeout,
 	})
 	if err != nil {
 		return nil, err
