@@ -54,28 +54,7 @@ func TestFencedAgentLeadsOnceTheStatusShowsIt(t *testing.T) {
 			return rt.RoundTrip(r)
 		})
 	}
-	addr := "127.0.0.1:" + freePort(t)
-	a, err := New(cfg, Options{Lock: types.NamespacedName{Namespace: ns.Name, Name: "lock"}, Identity: "pod-a", ClusterID: "test-cluster", Addr: addr, Fencing: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	ran := make(chan error, 1)
-	go func() { ran <- a.Run(runCtx) }()
-	defer func() {
-		stop()
-		if err := <-ran; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
-	var st leaderhttp.Status
-	answers := func(cond func(leaderhttp.Status) bool) func() bool {
-		return func() bool {
-			var err error
-			st, _, err = leaderhttp.Get(ctx, "http://"+addr+"/leader")
-			return err == nil && cond(st)
-		}
-	}
+	answers, st := runAgent(t, cfg, Options{Lock: types.NamespacedName{Namespace: ns.Name, Name: "lock"}, Identity: "pod-a", ClusterID: "test-cluster", Fencing: true})
 	// The fresh Redis's restart guard holds the lock back for its ttl.
 	waitFor(t, 30*time.Second, "the agent to hold the lock and wait for admission", answers(func(st leaderhttp.Status) bool {
 		return !st.Leading && strings.Contains(st.Error, "not admitted to lead")
@@ -85,7 +64,7 @@ func TestFencedAgentLeadsOnceTheStatusShowsIt(t *testing.T) {
 	// Wait for at least three renewIntervals of reads at the cap.
 	waitFor(t, 30*time.Second, "the wait's reads to reach the cap", func() bool { return time.Since(waiting) > 3*renewInterval+time.Second })
 	if !answers(func(st leaderhttp.Status) bool { return !st.Leading })() {
-		t.Fatalf("the agent leads with no status naming it: %+v", st)
+		t.Fatalf("the agent leads with no status naming it: %+v", *st)
 	}
 	// 10ms doubling to renewInterval: the steps below it, then one per
 	// renewInterval, and one more for the instant the count was taken.
@@ -100,4 +79,34 @@ func TestFencedAgentLeadsOnceTheStatusShowsIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 10*time.Second, "the agent to lead once the status names it", answers(func(st leaderhttp.Status) bool { return st.Leading && st.Error == "" }))
+}
+
+// runAgent runs an agent of o (Addr: a free loopback port) through cfg
+// until t ends, and returns conditions for waitFor on its /leader answer,
+// and the last answer read.
+func runAgent(t *testing.T, cfg *rest.Config, o Options) (answers func(cond func(leaderhttp.Status) bool) func() bool, last *leaderhttp.Status) {
+	t.Helper()
+	o.Addr = "127.0.0.1:" + freePort(t)
+	a, err := New(cfg, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- a.Run(ctx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-ran; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	last = &leaderhttp.Status{}
+	answers = func(cond func(leaderhttp.Status) bool) func() bool {
+		return func() bool {
+			st, _, err := leaderhttp.Get(context.Background(), "http://"+o.Addr+"/leader")
+			*last = st
+			return err == nil && cond(st)
+		}
+	}
+	return answers, last
 }

@@ -116,29 +116,8 @@ func TestPodReadinessGatesTheAgent(t *testing.T) {
 		})
 	}
 	const stepDownAfter = time.Second
-	addr := "127.0.0.1:" + freePort(t)
-	a, err := New(cfg, Options{Lock: types.NamespacedName{Namespace: ns.Name, Name: "lock"}, Identity: "pod-a", ClusterID: "test-cluster", Addr: addr,
+	answers, _ := runAgent(t, cfg, Options{Lock: types.NamespacedName{Namespace: ns.Name, Name: "lock"}, Identity: "pod-a", ClusterID: "test-cluster",
 		Health: healthprobe.Ready, StepDownAfter: stepDownAfter})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	ran := make(chan error, 1)
-	go func() { ran <- a.Run(runCtx) }()
-	defer func() {
-		stop()
-		if err := <-ran; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
-	var st leaderhttp.Status
-	answers := func(cond func(leaderhttp.Status) bool) func() bool {
-		return func() bool {
-			var err error
-			st, _, err = leaderhttp.Get(ctx, "http://"+addr+"/leader")
-			return err == nil && cond(st)
-		}
-	}
 	says := func(part string) func(leaderhttp.Status) bool {
 		return func(st leaderhttp.Status) bool { return !st.Leading && strings.Contains(st.Error, part) }
 	}
