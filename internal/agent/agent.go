@@ -61,6 +61,11 @@ const (
 	openBackoffMax = 30 * time.Second
 )
 
+// fencingReadFloor bounds how often a fenced agent reads its RedisLock
+// while it waits for the status to name it, whatever renewInterval (down
+// to 1ms) the lock's author chose: the API server is shared.
+const fencingReadFloor = 500 * time.Millisecond
+
 // finalWriteTimeout bounds the last label patch and file write at exit.
 const finalWriteTimeout = 5 * time.Second
 
@@ -128,7 +133,8 @@ type Options struct {
 	// agent leads: reports it, labels the pod, runs Command. Meanwhile
 	// /leader's error says so (redislock.ErrNotAdmitted), and the agent
 	// reads the RedisLock at once, then backing off from 10ms to the
-	// lock's renewInterval (redisconn.AwaitHolder).
+	// lock's renewInterval, or fencingReadFloor if that is longer
+	// (redisconn.AwaitHolder).
 	Fencing bool
 	// Clock tells time, for the agent and its lock client. Default
 	// clock.RealClock.
@@ -407,7 +413,7 @@ func (a *Agent) newElector(ctx context.Context, cancel context.CancelFunc, cand 
 	}
 	if a.o.Fencing {
 		eo.Admitted = func(ctx context.Context) error {
-			return redisconn.AwaitHolder(ctx, a.c, a.o.Lock, a.o.Identity, cand.Timing.RenewInterval, a.o.Clock)
+			return redisconn.AwaitHolder(ctx, a.c, a.o.Lock, a.o.Identity, max(cand.Timing.RenewInterval, fencingReadFloor), a.o.Clock)
 		}
 	}
 	var el *redislock.Elector

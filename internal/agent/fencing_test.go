@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"net/http"
 	"strings"
@@ -25,9 +26,17 @@ import (
 // A fenced agent (Options.Fencing) that holds the lock while nothing
 // writes the RedisLock's status (no controller) does not lead, says why,
 // and reads the RedisLock a handful of times and then once per
-// renewInterval; once the status names its pod (as the controller writes
+// renewInterval, or per fencingReadFloor when the tenant set a shorter
+// one (1ms here: a thousand reads a second of the shared API server
+// otherwise); once the status names its pod (as the controller writes
 // it), it leads.
 func TestFencedAgentLeadsOnceTheStatusShowsIt(t *testing.T) {
+	for _, renew := range []*v1alpha1.Duration{nil, {Duration: time.Millisecond}} {
+		t.Run(fmt.Sprintf("renewInterval %v", renew), func(t *testing.T) { testFencedAgent(t, renew) })
+	}
+}
+
+func testFencedAgent(t *testing.T, renew *v1alpha1.Duration) {
 	ctx := context.Background()
 	srv := redistest.Start(t, redisproc.Options{})
 	admin, err := testenv.Client(restConfig)
@@ -39,11 +48,11 @@ func TestFencedAgentLeadsOnceTheStatusShowsIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	rl := &v1alpha1.RedisLock{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "lock"},
-		Spec: v1alpha1.RedisLockSpec{Redis: &v1alpha1.RedisConnectionSpec{Addrs: []string{srv.Addr}}, TTL: &v1alpha1.Duration{Duration: 2 * time.Second}}}
+		Spec: v1alpha1.RedisLockSpec{Redis: &v1alpha1.RedisConnectionSpec{Addrs: []string{srv.Addr}}, TTL: &v1alpha1.Duration{Duration: 2 * time.Second}, RenewInterval: renew}}
 	if err := admin.Create(ctx, rl); err != nil {
 		t.Fatal(err)
 	}
-	renewInterval := redisconn.Timing(rl).RenewInterval
+	renewInterval := max(redisconn.Timing(rl).RenewInterval, fencingReadFloor)
 	var reads atomic.Int64
 	cfg := rest.CopyConfig(restConfig)
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
@@ -66,8 +75,9 @@ func TestFencedAgentLeadsOnceTheStatusShowsIt(t *testing.T) {
 	if !answers(func(st leaderhttp.Status) bool { return !st.Leading })() {
 		t.Fatalf("the agent leads with no status naming it: %+v", *st)
 	}
-	// 10ms doubling to renewInterval: the steps below it, then one per
-	// renewInterval, and one more for the instant the count was taken.
+	// 10ms doubling to renewInterval (at least fencingReadFloor): the
+	// steps below it, then one per interval, and one more for the instant
+	// the count was taken.
 	steps := int64(math.Ceil(math.Log2(float64(renewInterval / (10 * time.Millisecond)))))
 	bound := before + steps + int64(time.Since(waiting)/renewInterval) + 1
 	if n := reads.Load(); n > bound {

@@ -83,7 +83,7 @@ func (f *Flags) Bind(fs *flag.FlagSet) {
 	fs.StringVar(&f.Health, Health, f.Health, "gate leadership on the app's health: http://HOST:PORT/PATH (healthy on a status from 200 to 399), file:/PATH (healthy while it exists) or ready (while the pod's app containers are Ready: a watch of the pod, which needs list and watch on pods); the agent campaigns only while it is healthy, and steps down (releases) once it has been unhealthy for -"+StepDownAfter)
 	fs.DurationVar(&f.HealthPeriod, "health-period", f.HealthPeriod, "how often to check -"+Health+" (default 1s; not with ready, which is watched)")
 	fs.DurationVar(&f.StepDownAfter, StepDownAfter, f.StepDownAfter, "how long a leader may stay unhealthy before it steps down (default: the lock's ttl)")
-	fs.BoolVar(&f.Fencing, Fencing, f.Fencing, "lead (report it, run the command) only once the RedisLock's status names this pod as the holder, which the admission policy redislock-fencing admits the pod's writes by; the RedisLock is read with backoff up to its renewInterval meanwhile")
+	fs.BoolVar(&f.Fencing, Fencing, f.Fencing, "lead (report it, run the command) only once the RedisLock's status names this pod as the holder, which the admission policy redislock-fencing admits the pod's writes by; the RedisLock is read with backoff up to its renewInterval (at least 500ms) meanwhile")
 	fs.StringVar(&f.OnLost, OnLost, f.OnLost, "with a command after --: what to do when leadership ends, once the command is stopped: exit, or campaign to run it again at the next term")
 }
 
