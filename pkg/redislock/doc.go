@@ -38,6 +38,14 @@
 //   - Liveness (L1): a crashed holder's lock frees itself after the ttl; a
 //     released one wakes waiting Electors within a round trip.
 //
+// # Sharded locks
+//
+// NewSharded splits one name into N shards shared out among the live
+// candidates (Sharded): each shard is a lock with the guarantees above,
+// one holder, own release and its own fencing tokens, and a candidate
+// renews its membership and every shard it holds in one call per
+// RenewInterval. It runs on one node, not Redlock's.
+//
 // # What is not
 //
 // A lock gives mutual exclusion of beliefs, not of effects: a holder that

@@ -237,11 +237,18 @@ func (e *Elector) setErr(log logr.Logger, err error) {
 	prev := e.err
 	e.err = err
 	e.mu.Unlock()
+	logChange(log, prev, err, "cannot campaign", "campaigning again")
+}
+
+// logChange logs err, the reason a loop cannot do its work, when it is new
+// (its sentinel differs from prev's), and the loop's recovery when err is
+// nil and prev was not.
+func logChange(log logr.Logger, prev, err error, cannot, again string) {
 	switch {
 	case err != nil && (prev == nil || !errors.Is(err, sentinelOf(prev))):
-		log.Info("cannot campaign", "error", err.Error())
+		log.Info(cannot, "error", err.Error())
 	case err == nil && prev != nil:
-		log.Info("campaigning again", "after", prev.Error())
+		log.Info(again, "after", prev.Error())
 	}
 }
 

@@ -213,3 +213,40 @@ func ExampleLock_RefreshTTL() {
 	fmt.Println("more than 9 minutes left:", left > 9*time.Minute)
 	// Output: more than 9 minutes left: true
 }
+
+func ExampleClient_NewSharded() {
+	rc := redis.NewClient(&redis.Options{Addr: exampleAddr, ContextTimeoutEnabled: true})
+	defer func() { _ = rc.Close() }()
+	locks, err := redislock.New([]redis.UniversalClient{rc}, &redislock.Options{Identity: "worker-1", AssumeDurable: true})
+	if err != nil {
+		panic(err)
+	}
+	held := make(chan redislock.Shard, 8)
+	queues, err := locks.NewSharded(redislock.ShardedOptions{
+		Name:   "queue-workers",
+		Shards: 8,
+		// Work on shard s until ctx ends; pass s.Fence along with
+		// every write, so that a stale worker can be refused.
+		OnStarted: func(ctx context.Context, s redislock.Shard) { held <- s },
+		// Runs once the shard's work must stop, before it moves on.
+		OnStopped: func(s redislock.Shard) {},
+	})
+	if err != nil {
+		panic(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- queues.Run(ctx) }()
+	// Alone, this worker is given every shard.
+	for range 8 {
+		<-held
+	}
+	st := queues.State()
+	fmt.Println("members:", st.Members, "shards held:", len(st.Held))
+	// Leaving gives the shards back at once, for the other workers.
+	cancel()
+	fmt.Println("left:", <-done == nil)
+	// Output:
+	// members: 1 shards held: 8
+	// left: true
+}

@@ -25,6 +25,11 @@ import (
 //	                   living as long as the lock key
 //	P{<name>}:events   the pub/sub channel ("acquired", "released"); the
 //	                   scripts derive it from the lock key the same way
+//	P{<name>}:shards   a sharded lock's state: its members and each shard's
+//	                   holder, validity and fencing counter, in one hash
+//	                   that never expires (see shards.lua)
+//	P{<name>}:shards:until  the latest validity a sharded lock's hash
+//	                   recorded, which a deleted hash leaves behind
 //
 // and the node's epoch marker, shared by every lock (see epoch.go).
 type lockKeys struct {
@@ -110,6 +115,11 @@ func splitKeys(prefix, name, s string) lockKeys {
 	until, meta := s[:base+len(untilSuffix)], s[base+len(untilSuffix):]
 	return lockKeys{name: name, lock: fence[:base+1], fence: fence, until: until, meta: meta}
 }
+
+// shards is the state hash of the sharded lock whose keys are k, and
+// shardsUntil its validity floor (see shards.lua).
+func (k lockKeys) shards() string      { return k.lock + ":shards" }
+func (k lockKeys) shardsUntil() string { return k.lock + ":shards:until" }
 
 // channel is the events channel of the lock whose keys are k.
 func (k lockKeys) channel() string { return k.lock + eventsSuffix }

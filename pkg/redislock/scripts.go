@@ -77,9 +77,18 @@ func (s *script) appendArgs(a []any, keysAndArgs ...any) []any {
 }
 
 var (
+	// guardLua defines what the scripts that grant share: it runs ahead
+	// of each of them.
+	//go:embed guard.lua
+	guardLua string
+
 	//go:embed acquire.lua
 	acquireLua    string
-	acquireScript = newScript(acquireLua, "5", true)
+	acquireScript = newScript(guardLua+acquireLua, "5", true)
+
+	//go:embed shards.lua
+	shardsLua    string
+	shardsScript = newScript(guardLua+shardsLua, "3", true)
 
 	//go:embed renew.lua
 	renewLua    string
