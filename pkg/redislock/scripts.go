@@ -118,6 +118,10 @@ var (
 	inspectLua    string
 	inspectScript = newScript(inspectLua, "3", false).withBare()
 
+	//go:embed inspectshards.lua
+	inspectShardsLua    string
+	inspectShardsScript = newScript(inspectShardsLua, "1", false)
+
 	//go:embed lockttl.lua
 	lockTTLLua    string
 	lockTTLScript = newScript(lockTTLLua, "1", false)

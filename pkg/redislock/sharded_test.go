@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -197,6 +198,18 @@ func TestShardedMovesOnJoinAndLeave(t *testing.T) {
 				waitFor(t, within, what, g.balanced(n, runners))
 				c, _ := g.counts()
 				t.Logf("%s: balanced as %v in %v", what, c, time.Since(start).Round(time.Millisecond))
+				// An observer reads the same from Redis.
+				view, err := shardedClient(t, node(), "observer", clock.RealClock{}, true).InspectShards(context.Background(), "fleet", n)
+				if err != nil {
+					t.Fatal(err)
+				}
+				seen := map[string]int{}
+				for _, h := range view.Shards {
+					seen[h.Identity]++
+				}
+				if view.Held() != n || !maps.Equal(seen, c) || len(view.Members) != len(runners) {
+					t.Errorf("InspectShards: %d held, by %v, members %v; want %d, by %v, %d members", view.Held(), seen, view.Members, n, c, len(runners))
+				}
 			}
 			join("a")
 			settle("a alone")
@@ -465,7 +478,8 @@ func TestShardedStateVanishingFreesNoShardEarly(t *testing.T) {
 // Fields a tenant wrote into the shards' hash cost the holder the shards
 // they touch and nothing else: a garbled holder field or a deleted fencing
 // counter makes that shard go back and be granted again with a higher
-// token; unknown fields and a garbled membership are ignored.
+// token; unknown fields and a garbled membership are ignored, and a
+// garbled assignment is computed again.
 func TestShardedSurvivesForeignFields(t *testing.T) {
 	timing := redislock.Timing{TTL: 3 * time.Second}.WithDefaults()
 	const n = 8
@@ -478,7 +492,13 @@ func TestShardedSurvivesForeignFields(t *testing.T) {
 	waitFor(t, 10*time.Second, "a holding every shard", g.balanced(n, all))
 	before := a.s.State().Held
 	const key = "redislock:{fleet}:shards"
-	if err := admin.HSet(ctx, key, "s3", "junk", "zz", "x", "mgarbage", "not a membership").Err(); err != nil {
+	cached, err := admin.HGet(ctx, key, "a").Result()
+	if err != nil {
+		t.Fatalf("the assignment a computed: %v", err)
+	}
+	// The cached assignment's last shard names a member that is not.
+	garbled := cached[:len(cached)-1] + "\xff"
+	if err := admin.HSet(ctx, key, "s3", "junk", "zz", "x", "mgarbage", "not a membership", "a", garbled).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if err := admin.HDel(ctx, key, "f5").Err(); err != nil {

@@ -9,6 +9,10 @@
 --            f<i>      shard i's fencing counter
 --            m<value>  a candidate: "<until>:<shards>", until when its
 --                      membership counts and the shard count it asked for
+--            a         the last assignment computed: the SHA1 of the live
+--                      members, the shard count, and each shard's member
+--                      as a byte (its place among them, plus 32), kept
+--                      while the members stay the same
 -- KEYS[2]  the validity floor ("redislock:{<name>}:shards:until"): the
 --          latest until written to KEYS[1]. Once the hash is gone (deleted
 --          or evicted) while the floor is ahead, every shard is free only
@@ -33,14 +37,17 @@
 --          is refused: an error, with nothing written.
 -- It publishes "released" on "redislock:{<name>}:events" (with SPUBLISH on
 -- a Redis Cluster: see scripts.go) when a shard was given back or the
--- members changed, so that the other candidates take their turn at once.
+-- members changed, so that the other candidates take their turn at once,
+-- and "acquired" when it granted shards, which wakes observers (the
+-- RedisLock controller) and no candidate.
 --
 -- The assignment is a function of the live members alone, so every
 -- candidate computes the same one: rendezvous hashing, each (shard,
 -- member) pair ranked by a hash of the shard and the member's value, the
 -- pairs taken in rank order, each member taking at most floor(N/R) shards,
 -- N mod R of them one more. A member that joins or leaves moves about N/R
--- shards. It costs N x R hashes and a sort of as many numbers.
+-- shards. It costs N x R hashes and a sort of as many numbers, once per
+-- change of the members: the calls in between read it from the hash.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local me, ttl, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[4])
@@ -50,7 +57,7 @@ for k = 6, #ARGV do
   give[tonumber(ARGV[k])] = true
 end
 
-local holder, valid, counter, members = {}, {}, {}, {}
+local holder, valid, counter, members, cached = {}, {}, {}, {}, ''
 local flat = redis.call('HGETALL', KEYS[1])
 for k = 1, #flat, 2 do
   local f, v = flat[k], flat[k + 1]
@@ -68,6 +75,8 @@ for k = 1, #flat, 2 do
     end
   elseif kind == 'm' and u then
     members[rest] = {tonumber(u), x}
+  elseif f == 'a' then
+    cached = v
   end
 end
 local floor = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
@@ -116,7 +125,23 @@ local function fmix(h)
 end
 local target = {}
 local r = #live
-if r > 0 then
+-- The assignment's signature: the members and the shard count.
+local sig = redis.sha1hex(table.concat(live, ',')) .. ':' .. n .. ':'
+local assigned = {}
+if r > 0 and r <= 200 and string.sub(cached, 1, #sig) == sig and #cached == #sig + n then
+  assigned = {string.byte(cached, #sig + 1, -1)}
+  for i = 0, n - 1 do
+    target[i] = live[assigned[i + 1] - 32]
+  end
+end
+-- A shard left without a member (a field this script did not write)
+-- makes the assignment computed again.
+local whole = r > 0
+for i = 0, n - 1 do
+  whole = whole and target[i] ~= nil
+end
+if r > 0 and not whole then
+  target, assigned = {}, {}
   local seed = {}
   for j = 1, r do
     seed[j] = tonumber(string.sub(redis.sha1hex(live[j]), 1, 8), 16)
@@ -142,8 +167,12 @@ if r > 0 then
       if l == base then
         full = full + 1
       end
-      target[i], load[j] = live[j], l + 1
+      target[i], load[j], assigned[i + 1] = live[j], l + 1, j + 32
     end
+  end
+  if r <= 200 then
+    writes[#writes + 1] = 'a'
+    writes[#writes + 1] = sig .. string.char(unpack(assigned))
   end
 end
 
@@ -231,6 +260,9 @@ if #held > 0 and now + ttl > floor then
 end
 if changed then
   redis.call('PUBLISH', string.sub(KEYS[1], 1, -8) .. ':events', 'released')
+end
+if #take > 0 then
+  redis.call('PUBLISH', string.sub(KEYS[1], 1, -8) .. ':events', 'acquired')
 end
 local reply = {wait, r, guarded}
 for _, h in ipairs(held) do
