@@ -242,6 +242,9 @@ const (
 // +kubebuilder:validation:XValidation:rule="has(self.connectionRef) == has(oldSelf.connectionRef) && (!has(self.connectionRef) || self.connectionRef == oldSelf.connectionRef)",message="connectionRef cannot be changed, set or unset on a live lock: it decides which servers hold the lock, and candidates already running would go on using the old ones, so two could lead at once; create a new RedisLock instead",fieldPath=".connectionRef"
 // +kubebuilder:validation:XValidation:rule="self.scope != 'Global' || has(self.lockName)",message="scope Global needs lockName: the name under which the candidates of every cluster meet",fieldPath=".lockName"
 // +kubebuilder:validation:XValidation:rule="self.scope == oldSelf.scope",messageExpression="'scope cannot be changed on a live lock (from ' + oldSelf.scope + ' to ' + self.scope + '): it names the key in Redis, and candidates already running would go on using the old one, so two could lead at once; create a new RedisLock instead'",fieldPath=".scope"
+// +kubebuilder:validation:XValidation:rule="has(self.shards) == has(oldSelf.shards) && (!has(self.shards) || self.shards == oldSelf.shards)",message="shards cannot be changed, set or unset on a live lock: candidates already running would go on sharing out the old count; create a new RedisLock instead",fieldPath=".shards"
+// +kubebuilder:validation:XValidation:rule="!has(self.shards) || !has(self.redis) || self.redis.mode != 'Redlock'",message="shards needs one node: a sharded lock does not run in Redlock mode",fieldPath=".shards"
+// +kubebuilder:validation:XValidation:rule="!has(self.shards) || self.deletionPolicy != 'Release'",message="deletionPolicy Release releases one holder's key; a sharded lock has one per shard: use Retain",fieldPath=".deletionPolicy"
 type RedisLockSpec struct {
 	// redis says how to reach the Redis deployment that holds the lock,
 	// inline; its Secrets are in the RedisLock's namespace. Set exactly
@@ -301,6 +304,16 @@ type RedisLockSpec struct {
 	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:XValidation:rule="isDurationInRange(self)",message="renewDeadline must be a duration from 1ms to 8760h, written as in 15s, 1m30s, 500ms or 1.5h: numbers, each followed by a unit (ns, us, ms, s, m or h), without spaces; for days, use hours (24h)"
 	RenewDeadline *Duration `json:"renewDeadline,omitempty"`
+	// shards splits the lock into this many shards, from 1 to 256, shared
+	// out among the live candidates, each shard a lock of its own with one
+	// holder and its own fencing tokens (docs/sharding.md). Unset: one
+	// holder for the whole lock. A sharded lock runs on one node (not in
+	// Redlock mode) and is not released on deletion. It cannot be
+	// changed, set or unset on a live lock.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=256
+	Shards *int32 `json:"shards,omitempty"`
 	// deletionPolicy says what deleting this object does to the lock in
 	// Redis: Retain leaves it and its holder alone; Release deletes the
 	// current holder's key first, so the holder loses the lock at its next
@@ -319,6 +332,16 @@ type EffectiveTiming struct {
 	RenewInterval metav1.Duration `json:"renewInterval"`
 	// renewDeadline is spec.renewDeadline, or 2/3 of ttl when unset.
 	RenewDeadline metav1.Duration `json:"renewDeadline"`
+}
+
+// ShardHolderStatus is one candidate identity holding shards of a
+// sharded lock.
+type ShardHolderStatus struct {
+	// identity names the candidate (its pod, for the plugin and the
+	// agent); candidates of one identity are counted together.
+	Identity string `json:"identity"`
+	// shards is how many shards it holds.
+	Shards int32 `json:"shards"`
 }
 
 // NodeStatus is one Redis node as the controller last saw it.
@@ -346,6 +369,9 @@ const (
 	ConditionHeld = "Held"
 	// ConditionRedisReachable is True when a majority of nodes answer.
 	ConditionRedisReachable = "RedisReachable"
+	// ConditionShardsUnowned is True, for a sharded lock, while some of
+	// its shards have no holder; its lastTransitionTime says since when.
+	ConditionShardsUnowned = "ShardsUnowned"
 )
 
 // RedisLockStatus is the live state of the lock, as read from Redis. It
@@ -381,6 +407,16 @@ type RedisLockStatus struct {
 	// holds a higher counter does not answer.
 	// +optional
 	FencingToken int64 `json:"fencingToken,omitempty"`
+	// shardsHeld is, for a sharded lock, how many of its shards have a
+	// holder.
+	// +optional
+	ShardsHeld *int32 `json:"shardsHeld,omitempty"`
+	// shardHolders lists, for a sharded lock, each candidate identity
+	// that holds shards, and how many.
+	// +optional
+	// +listType=map
+	// +listMapKey=identity
+	ShardHolders []ShardHolderStatus `json:"shardHolders,omitempty"`
 	// nodes reports each Redis node, in the order of spec.redis.addrs, in
 	// Redlock mode.
 	// +optional
@@ -394,7 +430,8 @@ type RedisLockStatus struct {
 	// observedGeneration is the generation the status was computed from.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// conditions are Ready, Held and RedisReachable.
+	// conditions are Ready, Held and RedisReachable, and ShardsUnowned
+	// for a sharded lock.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -413,6 +450,8 @@ type RedisLockStatus struct {
 // +kubebuilder:printcolumn:name="RenewInterval",type=string,JSONPath=`.status.effectiveTiming.renewInterval`,priority=1
 // +kubebuilder:printcolumn:name="RenewDeadline",type=string,JSONPath=`.status.effectiveTiming.renewDeadline`,priority=1
 // +kubebuilder:printcolumn:name="Transitions",type=integer,JSONPath=`.status.leaderTransitions`
+// +kubebuilder:printcolumn:name="Shards",type=integer,JSONPath=`.spec.shards`
+// +kubebuilder:printcolumn:name="Held",type=integer,JSONPath=`.status.shardsHeld`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type RedisLock struct {

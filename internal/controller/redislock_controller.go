@@ -236,8 +236,19 @@ func (r *RedisLockReconciler) observe(ctx context.Context, s *lockScope, lc *red
 	shown := rl.Status.DeepCopy()
 	r.pace.resume(rl)
 	evictionErr := r.checkEviction(ctx, s)
-	h, err := lc.Inspect(ctx, name)
-	changed := applyHolder(rl, cfg, h, err, r.Clock.Now())
+	var (
+		h       redislock.Holder
+		err     error
+		changed bool
+	)
+	if rl.Spec.Shards != nil {
+		var v redislock.ShardsView
+		v, err = lc.InspectShards(ctx, name, int(*rl.Spec.Shards))
+		changed, h = applyShards(rl, cfg, v, err, r.Clock.Now())
+	} else {
+		h, err = lc.Inspect(ctx, name)
+		changed = applyHolder(rl, cfg, h, err, r.Clock.Now())
+	}
 	if evictionErr != nil && cfg.EvictingNodes == v1alpha1.EvictingNodesRefuse {
 		setCondition(rl, v1alpha1.ConditionReady, metav1.ConditionFalse, ReasonEvictionPolicy, "candidates refuse these nodes (evictingNodes: Refuse): "+evictionMessage(evictionErr))
 	}
@@ -277,6 +288,9 @@ func (r *RedisLockReconciler) tell(s *lockScope, flap flapping, h redislock.Hold
 	if becameFalse(s.before, rl, ConditionEvictionSafe) {
 		r.Recorder.Eventf(rl, nil, corev1.EventTypeWarning, ReasonEvictionPolicy, "CheckEviction", "%s", evictionMessage(evictionErr))
 		s.log.Info("WARNING: Redis can evict lock keys", "error", evictionErr.Error())
+	}
+	if becameTrue(s.before, rl, v1alpha1.ConditionShardsUnowned) {
+		r.Recorder.Eventf(rl, nil, corev1.EventTypeWarning, EventShardsUnowned, "Observe", "%s", conditionMessage(rl, v1alpha1.ConditionShardsUnowned))
 	}
 	if errors.Is(err, redislock.ErrNoQuorum) && becameFalse(s.before, rl, v1alpha1.ConditionRedisReachable) {
 		r.Recorder.Eventf(rl, nil, corev1.EventTypeWarning, EventRedisUnreachable, "Inspect", "%s", conditionMessage(rl, v1alpha1.ConditionRedisReachable))
@@ -319,6 +333,12 @@ func (r *RedisLockReconciler) checkEviction(ctx context.Context, s *lockScope) e
 	setCondition(rl, ConditionEvictionSafe, metav1.ConditionFalse, ReasonEvictionPolicy, evictionMessage(err))
 	setEvictionMetric(rl.Namespace, rl.Name, true)
 	return err
+}
+
+// becameTrue reports whether condition typ is True now and was not in
+// before.
+func becameTrue(before, now *v1alpha1.RedisLock, typ string) bool {
+	return meta.IsStatusConditionTrue(now.Status.Conditions, typ) && !meta.IsStatusConditionTrue(before.Status.Conditions, typ)
 }
 
 // becameFalse reports whether condition typ is False now and was not in

@@ -1,0 +1,162 @@
+package controller_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/redislock/redislock/api/v1alpha1"
+	"github.com/redislock/redislock/internal/controller"
+	"github.com/redislock/redislock/internal/testing/redisproc"
+	"github.com/redislock/redislock/internal/testing/redistest"
+	"github.com/redislock/redislock/internal/testing/testenv"
+	"github.com/redislock/redislock/pkg/redislock"
+)
+
+// runSharded runs a candidate called identity for the sharded lock name
+// of shards shards until the returned stop is called, which gives its
+// shards back.
+func runSharded(t *testing.T, s *redisproc.Server, identity, name string, shards int, timing redislock.Timing) (stop func()) {
+	t.Helper()
+	c, err := holder(t, identity, s).NewSharded(redislock.ShardedOptions{Name: name, Shards: shards, Timing: timing, OnStarted: func(context.Context, redislock.Shard) {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = c.Run(ctx) }()
+	stop = func() { cancel(); <-done }
+	t.Cleanup(stop)
+	return stop
+}
+
+func holders(rl *v1alpha1.RedisLock, want ...v1alpha1.ShardHolderStatus) bool {
+	return slices.Equal(rl.Status.ShardHolders, want)
+}
+
+// A sharded RedisLock shows how many of its shards have a holder and who
+// holds how many, follows the candidates as they come and go (their
+// release and grant messages wake it), and says when shards have no
+// holder, with an event.
+func TestShardedLockShowsItsHolders(t *testing.T) {
+	s := redistest.Start(t, redisproc.Options{})
+	ns := namespace(t)
+	// The RedisLock of docs/sharding.md, on this test's server and with a
+	// short ttl.
+	block, err := testenv.DocBlockByID("../..", "docs/sharding.md", "sharded-redislock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rl := &v1alpha1.RedisLock{}
+	if err := yaml.UnmarshalStrict([]byte(block.Text), rl); err != nil {
+		t.Fatal(err)
+	}
+	short := redisLock(ns, "fleet", v1alpha1.ModeStandalone, s.Addr)
+	rl.Namespace, rl.Name, rl.Spec.Redis = ns, "fleet", short.Spec.Redis
+	rl.Spec.TTL, rl.Spec.RenewInterval, rl.Spec.RenewDeadline = short.Spec.TTL, short.Spec.RenewInterval, short.Spec.RenewDeadline
+	create(t, rl)
+	n := int(*rl.Spec.Shards)
+	half := int32(n / 2)
+	timing := redislock.Timing{TTL: rl.Spec.TTL.Duration, RenewInterval: rl.Spec.RenewInterval.Duration, RenewDeadline: rl.Spec.RenewDeadline.Duration}
+	name := lockIn(ns) + "/fleet"
+	waitLock(t, rl, 10*time.Second, "no holder, unowned", func(got *v1alpha1.RedisLock) bool {
+		return got.Status.ShardsHeld != nil && *got.Status.ShardsHeld == 0 && isCond(v1alpha1.ConditionShardsUnowned, metav1.ConditionTrue, controller.ReasonShardsUnowned)(got)
+	})
+	stopA := runSharded(t, s, "a", name, n, timing)
+	stopB := runSharded(t, s, "b", name, n, timing)
+	got := waitLock(t, rl, 10*time.Second, "a and b holding half the shards each", func(got *v1alpha1.RedisLock) bool {
+		return int(*got.Status.ShardsHeld) == n && holders(got, v1alpha1.ShardHolderStatus{Identity: "a", Shards: half}, v1alpha1.ShardHolderStatus{Identity: "b", Shards: half}) &&
+			isCond(v1alpha1.ConditionShardsUnowned, metav1.ConditionFalse, controller.ReasonShardsOwned)(got)
+	})
+	if c, want := condition(got, v1alpha1.ConditionHeld), fmt.Sprintf("%d of %d shards held, by 2 candidates", n, n); c.Status != metav1.ConditionTrue || c.Message != want {
+		t.Errorf("Held condition %+v; want True, %s", c, want)
+	}
+	if got.Status.HolderIdentity != "" {
+		t.Errorf("holderIdentity %q for a sharded lock; want none", got.Status.HolderIdentity)
+	}
+	// a leaves: b takes its shards at once.
+	stopA()
+	waitLock(t, rl, 10*time.Second, "b holding them all", func(got *v1alpha1.RedisLock) bool {
+		return int(*got.Status.ShardsHeld) == n && holders(got, v1alpha1.ShardHolderStatus{Identity: "b", Shards: int32(n)})
+	})
+	// b leaves too: every shard is unowned, with one event.
+	before := countEvents(t, ns, "fleet", controller.EventShardsUnowned)
+	stopB()
+	waitLock(t, rl, 10*time.Second, "no shard held, unowned", func(got *v1alpha1.RedisLock) bool {
+		return *got.Status.ShardsHeld == 0 && len(got.Status.ShardHolders) == 0 && isCond(v1alpha1.ConditionShardsUnowned, metav1.ConditionTrue, controller.ReasonShardsUnowned)(got)
+	})
+	waitFor(t, 10*time.Second, "a ShardsUnowned event", func() (bool, any) {
+		n := countEvents(t, ns, "fleet", controller.EventShardsUnowned) - before
+		return n == 1, n
+	})
+	// A candidate that crashes (its connection closes) leaves its shards
+	// to run out: no message wakes the controller, which looks again when
+	// the earliest holder would run out.
+	rc := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true})
+	crasher, err := redislock.New([]redis.UniversalClient{rc}, &redislock.Options{Identity: "c", AssumeDurable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := crasher.NewSharded(redislock.ShardedOptions{Name: name, Shards: n, Timing: timing, OnStarted: func(context.Context, redislock.Shard) {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = c.Run(ctx) }()
+	waitLock(t, rl, 10*time.Second, "c holding them all", func(got *v1alpha1.RedisLock) bool {
+		return int(*got.Status.ShardsHeld) == n && holders(got, v1alpha1.ShardHolderStatus{Identity: "c", Shards: int32(n)})
+	})
+	crash := time.Now()
+	_ = rc.Close()
+	waitLock(t, rl, timing.TTL+10*time.Second, "c's shards shown unowned once they ran out", func(got *v1alpha1.RedisLock) bool {
+		return *got.Status.ShardsHeld == 0 && isCond(v1alpha1.ConditionShardsUnowned, metav1.ConditionTrue, controller.ReasonShardsUnowned)(got)
+	})
+	t.Logf("c's crash shown %v after it, ttl %v", time.Since(crash).Round(time.Millisecond), timing.TTL)
+	if n := countEvents(t, ns, "fleet", controller.EventShardsUnowned) - before; n != 2 {
+		t.Errorf("%d ShardsUnowned events; want 2, one per time the shards went unowned", n)
+	}
+}
+
+// The spec's rules for shards, each named in the refusal.
+func TestShardsSpecRules(t *testing.T) {
+	ns := namespace(t)
+	n := func(v int32) *int32 { return &v }
+	for i, tc := range []struct {
+		name string
+		edit func(*v1alpha1.RedisLock)
+		want string
+	}{
+		{"zero", func(rl *v1alpha1.RedisLock) { rl.Spec.Shards = n(0) }, "spec.shards: Invalid value"},
+		{"too many", func(rl *v1alpha1.RedisLock) { rl.Spec.Shards = n(257) }, "spec.shards: Invalid value"},
+		{"redlock", func(rl *v1alpha1.RedisLock) {
+			rl.Spec.Shards = n(8)
+			rl.Spec.Redis.Mode, rl.Spec.Redis.Addrs = v1alpha1.ModeRedlock, []string{"a:1", "b:1", "c:1"}
+		}, "a sharded lock does not run in Redlock mode"},
+		{"release", func(rl *v1alpha1.RedisLock) {
+			rl.Spec.Shards, rl.Spec.DeletionPolicy = n(8), v1alpha1.DeletionRelease
+		}, "a sharded lock has one per shard"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rl := redisLock(ns, "bad-shards-"+string(rune('a'+i)), v1alpha1.ModeStandalone, "redis:6379")
+			tc.edit(rl)
+			if err := k8s.Create(context.Background(), rl); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v; want a refusal saying %q", err, tc.want)
+			}
+		})
+	}
+	rl := redisLock(ns, "fixed", v1alpha1.ModeStandalone, "redis:6379")
+	rl.Spec.Shards = n(8)
+	create(t, rl)
+	rl.Spec.Shards = n(16)
+	if err := k8s.Update(context.Background(), rl); err == nil || !strings.Contains(err.Error(), "shards cannot be changed") {
+		t.Fatalf("changing shards: %v; want a refusal saying shards cannot be changed", err)
+	}
+}
