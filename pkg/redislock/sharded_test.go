@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/redislock/redislock/internal/testing/hostile"
 	"github.com/redislock/redislock/internal/testing/redisproc"
 	"github.com/redislock/redislock/internal/testing/redisstats"
 	"github.com/redislock/redislock/internal/testing/redistest"
@@ -557,4 +558,47 @@ func TestNewShardedRules(t *testing.T) {
 // says whether it held.
 func waitUntil(timeout time.Duration, cond func() bool) bool {
 	return wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, timeout, true, func(context.Context) (bool, error) { return cond(), nil }) == nil
+}
+
+// A server that answers a candidate's calls with replies shards.lua never
+// gives (a shard out of range or twice, a negative token, another shape)
+// starts no shard's work: the candidate says why (ErrNoQuorum), holds
+// nothing, and tries again once per RenewInterval or so, not at once.
+func TestShardedRefusesAServersMalformedReplies(t *testing.T) {
+	for name, reply := range map[string]string{
+		"a shard out of range": "*6\r\n:-1\r\n:1\r\n:0\r\n:999\r\n:5\r\n:1\r\n",
+		"a shard twice":        "*9\r\n:-1\r\n:1\r\n:0\r\n:1\r\n:5\r\n:1\r\n:1\r\n:6\r\n:1\r\n",
+		"a negative token":     "*6\r\n:-1\r\n:1\r\n:0\r\n:1\r\n:-5\r\n:1\r\n",
+		"a string for a shard": "*6\r\n:-1\r\n:1\r\n:0\r\n$1\r\nx\r\n:5\r\n:1\r\n",
+		"not an array":         "+OK\r\n",
+		"a short array":        "*2\r\n:-1\r\n:1\r\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			var calls atomic.Int32
+			s := hostile.Start(t, hostile.EachCommand(func(args []string) []byte {
+				if strings.EqualFold(args[0], "evalsha") {
+					calls.Add(1)
+					return []byte(reply)
+				}
+				return []byte("-ERR not here\r\n")
+			}))
+			rc := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+			t.Cleanup(func() { _ = rc.Close() })
+			timing := redislock.Timing{TTL: 3 * time.Second, RenewInterval: 100 * time.Millisecond, RenewDeadline: time.Second}
+			g := newShardLedger()
+			r := g.run(t, shardedClient(t, rc, "a", clock.RealClock{}, true), "a", "fleet", 8, timing)
+			waitFor(t, 10*time.Second, "the candidate to say why", func() bool { return errors.Is(r.s.State().Err, redislock.ErrNoQuorum) })
+			from, n0 := time.Now(), calls.Load()
+			waitFor(t, 10*time.Second, "a few more calls", func() bool { return calls.Load() >= n0+5 })
+			elapsed, n := time.Since(from), calls.Load()-n0
+			if most := int32(elapsed/(timing.RenewInterval/2)) + 2; n > most {
+				t.Errorf("%d calls in %v; want at most %d, one per half RenewInterval", n, elapsed, most)
+			}
+			if c, held := g.counts(); held != 0 || len(r.s.State().Held) != 0 {
+				t.Errorf("shards started %v on a malformed reply; want none", c)
+			}
+			t.Logf("%v", r.s.State().Err)
+		})
+	}
 }
