@@ -111,17 +111,18 @@ end
 table.sort(live)
 
 -- The assignment: target[i] is shard i's member. Each (shard, member)
--- pair's rank is a 32-bit hash of both (murmur3's finalizer), packed with
--- the pair's index into one number, so that the pairs sort in C.
+-- pair's rank is a 32-bit hash of both (murmur3's finalizer, with adds for
+-- its xors: plain arithmetic, which every Lua runs), packed with the
+-- pair's index into one number, so that the pairs sort in C.
 local function mul32(a, b)
   local alo, ahi = a % 65536, math.floor(a / 65536)
   local blo, bhi = b % 65536, math.floor(b / 65536)
   return ((ahi * blo + alo * bhi) % 65536 * 65536 + alo * blo) % 4294967296
 end
 local function fmix(h)
-  h = mul32(bit.bxor(h, bit.rshift(h, 16)) % 4294967296, 2246822507)
-  h = mul32(bit.bxor(h, bit.rshift(h, 13)) % 4294967296, 3266489909)
-  return bit.bxor(h, bit.rshift(h, 16)) % 4294967296
+  h = mul32((h + math.floor(h / 65536)) % 4294967296, 2246822507)
+  h = mul32((h + math.floor(h / 8192)) % 4294967296, 3266489909)
+  return (h + math.floor(h / 65536)) % 4294967296
 end
 local target = {}
 local r = #live
@@ -150,7 +151,7 @@ if r > 0 and not whole then
   for i = 0, n - 1 do
     local si = fmix(i + 1)
     for j = 1, r do
-      ranked[#ranked + 1] = fmix(bit.bxor(seed[j], si) % 4294967296) * 2097152 + i * r + j - 1
+      ranked[#ranked + 1] = fmix((seed[j] + si) % 4294967296) * 2097152 + i * r + j - 1
     end
   end
   table.sort(ranked)

@@ -132,3 +132,29 @@ func receive(t *testing.T, got <-chan error) error {
 		return nil
 	}
 }
+
+// A sharded lock runs over the fake too: a candidate takes every shard,
+// an observer sees it hold them, and once it leaves, none is held.
+func TestFakeRunsShardedLocks(t *testing.T) {
+	f := newFake(t, 1, nil)
+	s, err := f.Client.NewSharded(redislock.ShardedOptions{Name: "queues", Shards: 8, Timing: redislock.Timing{TTL: time.Minute}, OnStarted: func(context.Context, redislock.Shard) {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = s.Run(ctx) }()
+	waitUntil(t, "the first call's timer", f.Clock.HasWaiters)
+	f.Advance(0)
+	waitUntil(t, "every shard held", func() bool { return len(s.State().Held) == 8 })
+	view, err := f.Client.InspectShards(context.Background(), "queues", 8)
+	if err != nil || view.Held() != 8 || len(view.Members) != 1 {
+		t.Fatalf("InspectShards: %+v, %v; want 8 held, 1 member", view, err)
+	}
+	cancel()
+	<-done
+	view, err = f.Client.InspectShards(context.Background(), "queues", 8)
+	if err != nil || view.Held() != 0 || len(view.Members) != 0 {
+		t.Fatalf("InspectShards after the candidate left: %+v, %v; want none held, no member", view, err)
+	}
+}
