@@ -165,9 +165,11 @@ func TestRefreshNeverRecreatesKey(t *testing.T) {
 
 func TestGarbageInKeyIsReported(t *testing.T) {
 	s := redistest.Start(t, redisproc.Options{})
-	c := newClient(t, "a", s)
+	// The first call loads the script (EVAL), which a loaded machine may
+	// not finish within newClient's 100ms.
+	c := clientWith(t, redislock.Options{AssumeDurable: true, Identity: "a", NodeTimeout: 2 * time.Second}, s)
 	set(t, s, lockKey("junk"), "not a lock value")
-	_, err := c.Obtain(context.Background(), "junk", time.Second)
+	_, err := c.Obtain(context.Background(), "junk", 5*time.Second)
 	if !errors.Is(err, redislock.ErrNotObtained) || !errors.Is(err, redislock.ErrMalformedValue) {
 		t.Fatalf("Obtain over garbage: %v; want ErrNotObtained and ErrMalformedValue", err)
 	}
