@@ -11,10 +11,11 @@
 #  2. In the main module, against envtest: TestControllerBenchmark,
 #     TestControllerAmongHostileTenants, TestFailoverBenchmark (shorter
 #     than `make bench-failover`), TestLeadershipThroughAPIServerOutage,
-#     TestSteadyStateBenchmark and the fencing tests (TestFencingPolicy*,
-#     Test*WithFencingLeadsOnceAdmitted), saved as $OUT/controller.json,
-#     $OUT/hostile.json, $OUT/failover.json, $OUT/outage.json,
-#     $OUT/steady.json and $OUT/fencing.json.
+#     TestSteadyStateBenchmark, the fencing tests (TestFencingPolicy*,
+#     Test*WithFencingLeadsOnceAdmitted) and TestShardingAgainstLeaseBuckets,
+#     saved as $OUT/controller.json, $OUT/hostile.json, $OUT/failover.json,
+#     $OUT/outage.json, $OUT/steady.json, $OUT/fencing.json and
+#     $OUT/sharding.json.
 #  3. cmd/benchreport, which prints the lock tables and writes
 #     $OUT/REPORT.md and its PNG plots.
 # If step 2 fails, the report still covers what finished, and the run fails.
@@ -60,7 +61,7 @@ source=$(git -C "$root" describe --always --dirty)
 
 mkdir -p "$out"
 # A part that does not finish must not be reported from an earlier run.
-rm -f "$out/REPORT.md" "$out/interleaved.json" "$out/bench.txt" "$out/controller.json" "$out/hostile.json" "$out/waiters.json" "$out/clusterevents.json" "$out/failover.json" "$out/outage.json" "$out/steady.json" "$out/fencing.json" "$out"/*.png
+rm -f "$out/REPORT.md" "$out/interleaved.json" "$out/bench.txt" "$out/controller.json" "$out/hostile.json" "$out/waiters.json" "$out/clusterevents.json" "$out/failover.json" "$out/outage.json" "$out/steady.json" "$out/fencing.json" "$out/sharding.json" "$out"/*.png
 
 INTERLEAVED_JSON="$out/interleaved.json" go test -count=1 -timeout 30m -run '^TestInterleaved$' -v .
 go test -run '^$' -bench . -benchmem -count "$count" -benchtime "$benchtime" . | tee "$out/bench.txt"
@@ -68,8 +69,8 @@ WAITERS_JSON="$out/waiters.json" go test -count=1 -timeout 30m -run '^TestWaiter
 CLUSTER_EVENTS_JSON="$out/clusterevents.json" go test -count=1 -timeout 10m -run '^TestClusterEvents$' -v .
 
 e2e=0
-(cd "$root" && CONTROLLER_BENCH_JSON="$out/controller.json" HOSTILE_BENCH_JSON="$out/hostile.json" FAILOVER_JSON="$out/failover.json" OUTAGE_JSON="$out/outage.json" STEADY_JSON="$out/steady.json" FENCING_JSON="$out/fencing.json" \
-	go test -count=1 -timeout 90m -run '^(TestControllerBenchmark|TestControllerAmongHostileTenants|TestFailoverBenchmark|TestLeadershipThroughAPIServerOutage|TestSteadyStateBenchmark|TestFencingPolicyAdmitsOnlyTheHolder|TestPluginWithFencingLeadsOnceAdmitted|TestAgentWithFencingLeadsOnceAdmitted)$' -v ./test/e2e/) || e2e=$?
+(cd "$root" && CONTROLLER_BENCH_JSON="$out/controller.json" HOSTILE_BENCH_JSON="$out/hostile.json" FAILOVER_JSON="$out/failover.json" OUTAGE_JSON="$out/outage.json" STEADY_JSON="$out/steady.json" FENCING_JSON="$out/fencing.json" SHARDING_BENCH=1 SHARDING_JSON="$out/sharding.json" \
+	go test -count=1 -timeout 90m -run '^(TestControllerBenchmark|TestControllerAmongHostileTenants|TestFailoverBenchmark|TestLeadershipThroughAPIServerOutage|TestSteadyStateBenchmark|TestFencingPolicyAdmitsOnlyTheHolder|TestPluginWithFencingLeadsOnceAdmitted|TestAgentWithFencingLeadsOnceAdmitted|TestShardingAgainstLeaseBuckets)$' -v ./test/e2e/) || e2e=$?
 
 go run ./cmd/benchreport -dir "$out" -command "$command" -source "$source" -elapsed "$(($(date +%s) - started))s"
 exit "$e2e"

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
+	"github.com/redislock/redislock/internal/testing/benchresult"
 	"github.com/redislock/redislock/internal/testing/redisproc"
 	"github.com/redislock/redislock/internal/testing/redisstats"
 	"github.com/redislock/redislock/internal/testing/redistest"
@@ -74,15 +75,15 @@ func (b *shardBook) counts() (map[string]int, int) {
 	return c, len(h)
 }
 
-// moves returns, for each shard whose holder changed from before, how long
-// after since its new holder started it (held now by someone new).
-func (b *shardBook) moves(before map[int]string, since time.Time) []time.Duration {
+// moves returns, for each shard whose holder changed from before, how
+// many seconds after since its new holder started it.
+func (b *shardBook) moves(before map[int]string, since time.Time) []float64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	var out []time.Duration
+	var out []float64
 	for shard, who := range b.holder {
 		if before[shard] != who {
-			out = append(out, b.started[shard].Sub(since))
+			out = append(out, b.started[shard].Sub(since).Seconds())
 		}
 	}
 	return out
@@ -99,18 +100,6 @@ type replicaSet interface {
 	cost(t *testing.T) (scripts, apiWrites int64)
 }
 
-// shardResult is one side's figures.
-type shardResult struct {
-	name                   string
-	up, down, kill         []time.Duration
-	spreadUp, spreadSettle int
-	// overlaps counts the shards started while another term ran: a
-	// failure for ours; for client-go's, whose callbacks run in
-	// goroutines of their own, they may be the callbacks' order.
-	overlaps               int
-	scriptsPerMin, apiPerM float64
-}
-
 // TestShardingAgainstLeaseBuckets compares our sharded lock with a
 // Lease-per-bucket election built with client-go's leaderelection (the
 // knative model: every replica campaigns for every bucket's Lease), on
@@ -123,13 +112,17 @@ type shardResult struct {
 // per minute while idle, and fails if a shard ever had two terms at once.
 //
 //	SHARDING_BENCH  set to run it (it takes about a minute)
+//	SHARDING_JSON   a file to write the results to, for
+//	                test/bench/cmd/benchreport (optional)
 func TestShardingAgainstLeaseBuckets(t *testing.T) {
 	if os.Getenv("SHARDING_BENCH") == "" {
 		t.Skip("SHARDING_BENCH is unset: set it to compare sharding with Lease buckets (about a minute)")
 	}
 	const shards, ours = 64, "redislock sharded"
 	timing := redislock.Timing{TTL: 6 * time.Second, RenewDeadline: 4 * time.Second, RenewInterval: time.Second}
-	var results []shardResult
+	res := benchresult.Sharding{Shards: shards, Timing: benchresult.Timing{
+		LeaseDuration: timing.TTL.String(), RenewDeadline: timing.RenewDeadline.String(), RetryPeriod: timing.RenewInterval.String(),
+	}}
 	for _, side := range []struct {
 		name string
 		set  func(t *testing.T, b *shardBook) replicaSet
@@ -140,7 +133,7 @@ func TestShardingAgainstLeaseBuckets(t *testing.T) {
 		t.Run(side.name, func(t *testing.T) {
 			b := newShardBook()
 			set := side.set(t, b)
-			r := shardResult{name: side.name}
+			r := benchresult.ShardingSide{Name: side.name, Replicas: 3}
 			for _, who := range []string{"r0", "r1", "r2"} {
 				set.join(t, who)
 			}
@@ -154,8 +147,8 @@ func TestShardingAgainstLeaseBuckets(t *testing.T) {
 			start := time.Now()
 			time.Sleep(idle) // a window to count over, not a wait for a condition
 			scripts, writes := set.cost(t)
-			r.scriptsPerMin = float64(scripts) / time.Since(start).Minutes()
-			r.apiPerM = float64(writes) / time.Since(start).Minutes()
+			r.RedisScriptsPerMinute = float64(scripts) / time.Since(start).Minutes()
+			r.APIWritesPerMinute = float64(writes) / time.Since(start).Minutes()
 
 			settle := func(what string, cond func(map[string]int, int) bool) {
 				t.Helper()
@@ -175,43 +168,48 @@ func TestShardingAgainstLeaseBuckets(t *testing.T) {
 			settle("the shards settled after the join", func(c map[string]int, n int) bool {
 				return n == shards && (c["r3"] >= shards/4 || time.Since(at) > 2*timing.TTL)
 			})
-			r.up, r.spreadUp = b.moves(before, at), spread("r0", "r1", "r2", "r3")
+			r.UpSeconds, r.SpreadUp = b.moves(before, at), spread("r0", "r1", "r2", "r3")
 			// Scale down: the 4th leaves, giving its shards back.
 			before, at = b.snapshot(), time.Now()
 			set.leave("r3")
 			settle("the 4th's shards taken after it left", func(c map[string]int, n int) bool { return n == shards && c["r3"] == 0 })
-			r.down = b.moves(before, at)
+			r.DownSeconds = b.moves(before, at)
 			// A crash: r2 stops answering; its shards run out.
 			before, at = b.snapshot(), time.Now()
 			set.crash("r2")
 			settle("r2's shards taken after its crash", func(c map[string]int, n int) bool { return n == shards && c["r2"] == 0 })
-			r.kill, r.spreadSettle = b.moves(before, at), spread("r0", "r1")
+			r.CrashSeconds, r.SpreadCrash = b.moves(before, at), spread("r0", "r1")
 			b.mu.Lock()
-			r.overlaps = len(b.errs)
+			r.Overlaps = len(b.errs)
 			if side.name == ours {
 				for _, e := range b.errs {
 					t.Error(e)
 				}
 			}
 			b.mu.Unlock()
-			results = append(results, r)
+			res.Sides = append(res.Sides, r)
 		})
 	}
-	q := func(ds []time.Duration) string {
+	q := func(ds []float64) string {
 		if len(ds) == 0 {
 			return "none moved"
 		}
-		slices.Sort(ds)
-		p := func(f float64) time.Duration { return ds[int(f*float64(len(ds)-1))].Round(time.Millisecond) }
+		ds = slices.Sorted(slices.Values(ds))
+		p := func(f float64) time.Duration {
+			return time.Duration(ds[int(f*float64(len(ds)-1))] * float64(time.Second)).Round(time.Millisecond)
+		}
 		return fmt.Sprintf("%d: %v / %v", len(ds), p(0.5), p(0.99))
 	}
 	var md strings.Builder
-	fmt.Fprintf(&md, "%d shards, ttl/LeaseDuration %v, renewDeadline %v, renewInterval/RetryPeriod %v\n\n", shards, timing.TTL, timing.RenewDeadline, timing.RenewInterval)
+	fmt.Fprintf(&md, "%d shards, %s\n\n", shards, res.Timing)
 	md.WriteString("| | scale up: moved, p50 / p99 | spread after | scale down | crash | spread after | API writes/min idle | Redis scripts/min idle | overlaps |\n|---|---|---:|---|---|---:|---:|---:|---:|\n")
-	for _, r := range results {
-		fmt.Fprintf(&md, "| %s | %s | %d | %s | %s | %d | %.0f | %.0f | %d |\n", r.name, q(r.up), r.spreadUp, q(r.down), q(r.kill), r.spreadSettle, r.apiPerM, r.scriptsPerMin, r.overlaps)
+	for _, r := range res.Sides {
+		fmt.Fprintf(&md, "| %s | %s | %d | %s | %s | %d | %.0f | %.0f | %d |\n", r.Name, q(r.UpSeconds), r.SpreadUp, q(r.DownSeconds), q(r.CrashSeconds), r.SpreadCrash, r.APIWritesPerMinute, r.RedisScriptsPerMinute, r.Overlaps)
 	}
 	t.Log("\n" + md.String())
+	if path := os.Getenv("SHARDING_JSON"); path != "" {
+		writeJSON(t, path, res)
+	}
 }
 
 // redisShards is our side: each replica a Sharded candidate with a client

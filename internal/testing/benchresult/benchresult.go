@@ -256,3 +256,33 @@ type FencingCandidate struct {
 	Handover    string    `json:"handover"`
 	WaitSeconds []float64 `json:"waitSeconds"`
 }
+
+// Sharding is what TestShardingAgainstLeaseBuckets of test/e2e writes to
+// $SHARDING_JSON: our sharded lock and a Lease per bucket (client-go's
+// leaderelection), side by side on the same shards and timing.
+type Sharding struct {
+	Timing
+	Shards int `json:"shards"`
+	// Sides are ours first, then the Lease buckets.
+	Sides []ShardingSide `json:"sides"`
+}
+
+// ShardingSide is one side's figures: the move times in seconds of each
+// shard moved, from the change to its new holder's start, on a 4th
+// replica joining 3 (Up), leaving (Down) and one of the 3 crashing
+// (Crash); the spread of shards per replica (most less fewest) after the
+// join and after the crash; what it sent while idle; and the shards
+// started while another term of them ran.
+type ShardingSide struct {
+	Name         string    `json:"name"`
+	UpSeconds    []float64 `json:"upSeconds"`
+	DownSeconds  []float64 `json:"downSeconds"`
+	CrashSeconds []float64 `json:"crashSeconds"`
+	SpreadUp     int       `json:"spreadUp"`
+	SpreadCrash  int       `json:"spreadCrash"`
+	// Replicas is how many replicas ran while idle.
+	Replicas              int     `json:"replicas"`
+	APIWritesPerMinute    float64 `json:"apiWritesPerMinute"`
+	RedisScriptsPerMinute float64 `json:"redisScriptsPerMinute"`
+	Overlaps              int     `json:"overlaps"`
+}

@@ -111,6 +111,10 @@ func TestReportHasEverySectionAndPlot(t *testing.T) {
 	write("fencing.json", fencing{Timing: timing{LeaseDuration: "2s", RenewDeadline: "1.5s", RetryPeriod: "300ms"}, Handovers: 2,
 		AdmitSeconds: []float64{0.05, 0.06}, RefuseSeconds: []float64{0.055, 0.07}, DeposedWrites: 30, DeposedAdmitted: 28, HolderWrites: 25, HolderRefused: 23,
 		Candidates: []fencingCandidate{{Method: "agent", Handover: "SIGTERM to the leader's agent", WaitSeconds: []float64{0.2, 0.3, 1.4}}}})
+	write("sharding.json", sharding{Shards: 64, Timing: timing{LeaseDuration: "6s", RenewDeadline: "4s", RetryPeriod: "1s"}, Sides: []shardingSide{
+		{Name: "redislock sharded", UpSeconds: []float64{0.008, 0.009}, DownSeconds: []float64{0.003, 0.004}, CrashSeconds: []float64{5.9, 5.96}, Replicas: 3, RedisScriptsPerMinute: 180},
+		{Name: "Lease per bucket", SpreadUp: 47, CrashSeconds: []float64{6.2, 6.6}, SpreadCrash: 40, Replicas: 3, APIWritesPerMinute: 3456},
+	}})
 	write("clusterevents.json", clusterEvents{Masters: 3, Replicas: 1, Cycles: 100, Cases: []clusterEventsCase{
 		{Name: "PUBLISH", Events: 200, BusMessages: 1000, NodesReached: 6},
 		{Name: "SPUBLISH", Events: 200, BusMessages: 200, NodesReached: 3},
@@ -173,6 +177,11 @@ func TestReportHasEverySectionAndPlot(t *testing.T) {
 		"| herd | connections ≤ pool size + 1 subscription | 22 (pool 20) | MISS |",
 		"| herd | handover p99 ≤ 2× the single waiter's (500 µs) | 2000 µs | MISS |",
 		"| PUBLISH | 200 | 1000 | 5.00 | 6 of 6 |",
+		"| redislock sharded | 2: 8ms / 9ms | 0 | 2: 3ms / 4ms | 2: 5.9s / 5.96s | 0 | 0 | 180 | 0 |",
+		"| Lease per bucket | none moved | 47 | none moved | 2: 6.2s / 6.6s | 40 | 3456 | 0 | 0 |",
+		"| graceful moves (scale up and down) p99 ≤ 50 ms | 9ms | PASS |",
+		"| crash moves p99 ≤ ttl + 250 ms | 5.96s | PASS |",
+		"| Redis scripts idle ≤ replicas ÷ renewInterval (180/min, +10% for the window's edges) | 180/min | PASS |",
 		"| SPUBLISH | 200 | 200 | 1.00 | 3 of 6 |",
 		"| a grant or release reaches only its shard: ≤ 1 bus message (its replicas) per event | 1.00 | PASS |",
 		"| the new holder's first write admitted | 50ms | 60ms | 23 of its 25 writes refused before |",
@@ -208,7 +217,7 @@ func TestReportSaysWhatWasNotRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"Not run (no failover.json).", "Not run (no outage.json).", "Not run (no steady.json).", "Not run (no controller.json).", "Not run (no hostile.json).", "Not run (no waiters.json).", "Not run (no clusterevents.json).", "Not run (no fencing.json)."} {
+	for _, want := range []string{"Not run (no failover.json).", "Not run (no outage.json).", "Not run (no steady.json).", "Not run (no controller.json).", "Not run (no hostile.json).", "Not run (no waiters.json).", "Not run (no clusterevents.json).", "Not run (no fencing.json).", "Not run (no sharding.json)."} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("REPORT.md lacks %q", want)
 		}

@@ -31,6 +31,8 @@ type (
 	outageMethod      = benchresult.OutageMethod
 	fencing           = benchresult.Fencing
 	fencingCandidate  = benchresult.FencingCandidate
+	sharding          = benchresult.Sharding
+	shardingSide      = benchresult.ShardingSide
 )
 
 // methodLabel names an election method for people.

@@ -16,7 +16,8 @@
 // with CONTROLLER_BENCH_JSON), the controller among hostile tenants
 // (DIR/hostile.json, from TestControllerAmongHostileTenants with
 // HOSTILE_BENCH_JSON), server-side fencing (DIR/fencing.json, from
-// test/e2e's fencing tests with FENCING_JSON) and many waiters on one Client
+// test/e2e's fencing tests with FENCING_JSON), sharded leadership against a
+// Lease per bucket (DIR/sharding.json, with SHARDING_JSON) and many waiters on one Client
 // (DIR/waiters.json, from this module's TestWaiters with WAITERS_JSON)
 // when those files exist. run.sh runs it.
 package main
@@ -105,6 +106,9 @@ func run(stdout io.Writer, dir string, rp report) error {
 		return err
 	}
 	if rp.fencing, err = loadJSON[fencing](filepath.Join(dir, "fencing.json")); err != nil {
+		return err
+	}
+	if rp.sharding, err = loadJSON[sharding](filepath.Join(dir, "sharding.json")); err != nil {
 		return err
 	}
 	if err := rp.write(dir); err != nil {

@@ -22,6 +22,7 @@ type report struct {
 	waiters    *waiters
 	events     *clusterEvents
 	fencing    *fencing
+	sharding   *sharding
 	machine    machine
 	source     string
 	command    string
@@ -75,7 +76,7 @@ func (rp report) markdown(w *strings.Builder, plots map[string]plotFile) {
 	if rp.elapsed > 0 {
 		fmt.Fprintf(w, "; the run took %v", rp.elapsed.Round(time.Second))
 	}
-	fmt.Fprintln(w, ". The inputs are next to this file: `interleaved.json` (TestInterleaved of `test/bench`), `bench.txt` (`go test -bench` output of `test/bench`), `failover.json`, `outage.json`, `steady.json`, `controller.json`, `hostile.json`, `waiters.json`, `clusterevents.json`, `fencing.json`.")
+	fmt.Fprintln(w, ". The inputs are next to this file: `interleaved.json` (TestInterleaved of `test/bench`), `bench.txt` (`go test -bench` output of `test/bench`), `failover.json`, `outage.json`, `steady.json`, `controller.json`, `hostile.json`, `waiters.json`, `clusterevents.json`, `fencing.json`, `sharding.json`.")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "The numbers are from this one machine; they move with it, so compare ratios within a run.")
 	fmt.Fprintln(w)
@@ -211,6 +212,14 @@ func (rp report) markdown(w *strings.Builder, plots map[string]plotFile) {
 		writeFencing(w, f)
 	} else {
 		fmt.Fprintln(w, "Not run (no fencing.json).")
+	}
+
+	fmt.Fprintln(w, "\n## Sharded leadership against a Lease per bucket")
+	fmt.Fprintln(w)
+	if sh := rp.sharding; sh != nil {
+		writeSharding(w, sh)
+	} else {
+		fmt.Fprintln(w, "Not run (no sharding.json).")
 	}
 
 	fmt.Fprintln(w, "\n## Lock events on a Redis Cluster")
