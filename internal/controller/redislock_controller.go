@@ -47,6 +47,7 @@ const (
 	EventLeaderChanged       = "LeaderChanged"
 	EventRedisUnreachable    = "RedisUnreachable"
 	EventForceReleased       = "ForceReleased"
+	EventForceReleaseRefused = "ForceReleaseRefused"
 	EventReleasedOnDelete    = "ReleasedOnDelete"
 	EventNotReleasedOnDelete = "NotReleasedOnDelete"
 	EventInvalidSpec         = "InvalidSpec"
@@ -211,7 +212,14 @@ func (r *RedisLockReconciler) reconcileNormal(ctx context.Context, s *lockScope)
 		rl.Status.ClusterID = r.ClusterID
 	}
 	if _, ok := rl.Annotations[ForceReleaseAnnotation]; ok {
-		if err := r.forceRelease(ctx, s, lc, name); err != nil {
+		if rl.Spec.Shards != nil {
+			// A sharded lock has a holder per shard, whose shards move
+			// when it leaves or stops renewing: nothing to release
+			// here, and no silent success.
+			r.Recorder.Eventf(rl, nil, corev1.EventTypeWarning, EventForceReleaseRefused, "ForceRelease",
+				"annotation %s does not apply to a sharded lock: a candidate's shards move to the others when it stops (delete its pod), within the ttl if it crashed", ForceReleaseAnnotation)
+			delete(rl.Annotations, ForceReleaseAnnotation)
+		} else if err := r.forceRelease(ctx, s, lc, name); err != nil {
 			s.finishRedis(err)
 			return ctrl.Result{}, err
 		}

@@ -81,6 +81,21 @@ func TestShardedLockShowsItsHolders(t *testing.T) {
 	if got.Status.HolderIdentity != "" {
 		t.Errorf("holderIdentity %q for a sharded lock; want none", got.Status.HolderIdentity)
 	}
+	// A force-release does not apply: refused with the reason, the
+	// annotation removed, the shards untouched.
+	refused := countEvents(t, ns, "fleet", controller.EventForceReleaseRefused)
+	got.Annotations = map[string]string{controller.ForceReleaseAnnotation: "ops"}
+	if err := k8s.Update(context.Background(), got); err != nil {
+		t.Fatal(err)
+	}
+	waitLock(t, rl, 10*time.Second, "the annotation removed, every shard still held", func(got *v1alpha1.RedisLock) bool {
+		_, annotated := got.Annotations[controller.ForceReleaseAnnotation]
+		return !annotated && int(*got.Status.ShardsHeld) == n
+	})
+	waitFor(t, 10*time.Second, "a ForceReleaseRefused event", func() (bool, any) {
+		n := countEvents(t, ns, "fleet", controller.EventForceReleaseRefused) - refused
+		return n == 1, n
+	})
 	// a leaves: b takes its shards at once.
 	stopA()
 	waitLock(t, rl, 10*time.Second, "b holding them all", func(got *v1alpha1.RedisLock) bool {
