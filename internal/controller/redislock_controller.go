@@ -282,6 +282,9 @@ func (r *RedisLockReconciler) tell(s *lockScope, flap flapping, h redislock.Hold
 	prev := s.before.Status.HolderIdentity
 	logFaults(s.log, s.before, rl, h, err)
 	switch {
+	case rl.Spec.Shards != nil:
+		// A sharded lock's holders are its status.shardHolders, and
+		// ShardsUnowned tells when shards lack one: no LeaderChanged.
 	case flap.changes == 1:
 		s.log.Info("holder changed", "from", prev, "to", rl.Status.HolderIdentity, "fence", h.Fence)
 		r.Recorder.Eventf(rl, nil, corev1.EventTypeNormal, EventLeaderChanged, "Observe", "holder changed from %q to %q", prev, rl.Status.HolderIdentity)

@@ -138,6 +138,9 @@ func TestShardedLockShowsItsHolders(t *testing.T) {
 	if n := countEvents(t, ns, "fleet", controller.EventShardsUnowned) - before; n != 2 {
 		t.Errorf("%d ShardsUnowned events; want 2, one per time the shards went unowned", n)
 	}
+	if n := countEvents(t, ns, "fleet", controller.EventLeaderChanged); n != 0 {
+		t.Errorf("%d LeaderChanged events on a sharded lock; want none (its holders are status.shardHolders)", n)
+	}
 }
 
 // The spec's rules for shards, each named in the refusal.
