@@ -68,10 +68,14 @@ func (c *Client) InspectShards(ctx context.Context, name string, shards int) (Sh
 	return parseShardsView(v, shards)
 }
 
+// errShardsReply is the error of an inspection reply that
+// inspectshards.lua does not give.
+var errShardsReply = fmt.Errorf("%w: unexpected reply to a sharded lock's inspection", ErrNoQuorum)
+
 // parseShardsView reads inspectshards.lua's reply.
 func parseShardsView(v any, shards int) (ShardsView, error) {
 	a, _ := v.([]any)
-	bad := fmt.Errorf("%w: unexpected reply to a sharded lock's inspection", ErrNoQuorum)
+	bad := errShardsReply
 	if len(a) < 1 {
 		return ShardsView{}, bad
 	}
