@@ -31,8 +31,21 @@ const CauseNotLeading metav1.CauseType = "RedisLockNotLeading"
 // API server applies it; a write already in flight at the deadline may
 // still land, within the network's delay.
 func (l *Lock) Gate(cfg *rest.Config) *rest.Config {
+	return GateFunc(cfg, l.name, func(*http.Request) bool {
+		_, _, ok := l.Leading()
+		return ok
+	})
+}
+
+// GateFunc returns a copy of cfg whose mutating requests (POST, PUT, PATCH,
+// DELETE) are sent only if held(req) is true at that instant, as Lock.Gate
+// does for a Lock: a refused request gets the Conflict API error whose
+// cause IsNotLeading finds, naming the lock name, and never reaches the
+// API server. Reads pass without a call to held. A sharded lock's gate
+// (mgrsharding) decides by the shard the request's context carries.
+func GateFunc(cfg *rest.Config, name string, held func(*http.Request) bool) *rest.Config {
 	gated := rest.CopyConfig(cfg)
-	gated.Wrap(func(rt http.RoundTripper) http.RoundTripper { return gate{rt: rt, lock: l} })
+	gated.Wrap(func(rt http.RoundTripper) http.RoundTripper { return gate{rt: rt, name: name, held: held} })
 	return gated
 }
 
@@ -53,7 +66,8 @@ func IsNotLeading(err error) bool {
 // gate is the RoundTripper of a gated config.
 type gate struct {
 	rt   http.RoundTripper
-	lock *Lock
+	name string
+	held func(*http.Request) bool
 }
 
 func (g gate) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -61,13 +75,13 @@ func (g gate) RoundTrip(req *http.Request) (*http.Response, error) {
 	case http.MethodGet, http.MethodHead, http.MethodOptions:
 		return g.rt.RoundTrip(req)
 	}
-	if _, _, ok := g.lock.Leading(); ok {
+	if g.held(req) {
 		return g.rt.RoundTrip(req)
 	}
 	if req.Body != nil {
 		_ = req.Body.Close() // a RoundTripper must close it, even on error
 	}
-	return refusal(req, g.lock.name)
+	return refusal(req, g.name)
 }
 
 // refusal is the API server's answer that the gate gives in its place.
