@@ -136,16 +136,18 @@ func newClaims(t *testing.T) *claims {
 	if len(c.flags["hack/demo"]) == 0 {
 		t.Fatalf("go run ./hack/demo -h listed no flags:\n%s", out)
 	}
-	// examples/operator's flags, as its cmd/main.go declares them.
-	opMain, err := os.ReadFile("examples/operator/cmd/main.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range regexp.MustCompile(`flag\.[A-Za-z]+Var\(&\w+, "([a-z0-9-]+)"`).FindAllStringSubmatch(string(opMain), -1) {
-		c.flags["examples/operator"] = append(c.flags["examples/operator"], m[1])
-	}
-	if !slices.Contains(c.flags["examples/operator"], "leader-elect") {
-		t.Fatalf("examples/operator/cmd/main.go: no flag.BoolVar(&x, \"leader-elect\", ...) found")
+	// The example operators' flags, as their cmd/main.go declare them.
+	for ex, want := range map[string]string{"examples/operator": "leader-elect", "examples/sharded-operator": "sharding-redislock"} {
+		opMain, err := os.ReadFile(ex + "/cmd/main.go")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range regexp.MustCompile(`flag\.[A-Za-z]+Var\(&\w+, "([a-z0-9-]+)"`).FindAllStringSubmatch(string(opMain), -1) {
+			c.flags[ex] = append(c.flags[ex], m[1])
+		}
+		if !slices.Contains(c.flags[ex], want) {
+			t.Fatalf("%s/cmd/main.go: no flag %q found", ex, want)
+		}
 	}
 	mk, err := os.ReadFile("Makefile")
 	if err != nil {
@@ -339,7 +341,7 @@ func (c *claims) command(path string, line int, w []string) {
 var externalFlags = []string{"race", "buildvcs", "count", "run", "wait", "force-conflicts", "server-side", "create-namespace", "dry-run", "set", "values", "take-ownership"}
 
 // anyFlag says whether name is a flag of a redislock command, of hack/demo,
-// examples/operator, or one of externalFlags.
+// the example operators, or one of externalFlags.
 func (c *claims) anyFlag(name string) bool {
 	for _, fs := range c.flags {
 		if slices.Contains(fs, name) {
@@ -394,7 +396,7 @@ func (c *claims) span(path string, s testenv.DocText) {
 	switch {
 	case flagSpan.MatchString(text):
 		if name, _ := flagName(text); !c.anyFlag(name) {
-			c.errorf(path, s.Line, "%s: no redislock command, hack/demo, examples/operator or tool named in externalFlags has this flag", text)
+			c.errorf(path, s.Line, "%s: no redislock command, hack/demo, example operator or tool named in externalFlags has this flag", text)
 		}
 	case repoPath.MatchString(text):
 		c.path(path, s.Line, text)

@@ -39,12 +39,13 @@ var listBackoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Cap:
 
 // Requeue returns a source that, each time this replica gains shards (and
 // once at its start, for the shards already held), lists the objects of
-// list's type from reader (the manager's cache: no API request) and
-// enqueues those of the gained shards, so that a shard's objects are
+// list's type from reader (the manager's cache: no API request), with
+// opts (a label selector, say: the objects the controller's predicates
+// let through), and enqueues those of the gained shards, so that a shard's objects are
 // reconciled by their new holder with no change to them. Gains that come
 // while a List runs are listed together next. A List that fails is tried
 // again, from 100ms doubling to 10s, and logged.
-func (s *Sharding) Requeue(reader client.Reader, list client.ObjectList) source.Source {
+func (s *Sharding) Requeue(reader client.Reader, list client.ObjectList, opts ...client.ListOption) source.Source {
 	return source.Func(func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
 		r := &requeue{pending: map[int]bool{}, kick: make(chan struct{}, 1)}
 		s.mu.Lock()
@@ -70,7 +71,7 @@ func (s *Sharding) Requeue(reader client.Reader, list client.ObjectList) source.
 				r.pending = map[int]bool{}
 				s.mu.Unlock()
 				err := wait.ExponentialBackoffWithContext(ctx, listBackoff, func(ctx context.Context) (bool, error) {
-					if err := s.enqueue(ctx, reader, list, shards, q); err != nil {
+					if err := s.enqueue(ctx, reader, list, opts, shards, q); err != nil {
 						logr.FromContextOrDiscard(ctx).Error(err, "cannot requeue the objects of gained shards", "lock", s.name)
 						return false, nil
 					}
@@ -85,13 +86,13 @@ func (s *Sharding) Requeue(reader client.Reader, list client.ObjectList) source.
 	})
 }
 
-// enqueue lists list's type from reader and adds the objects of shards to q.
-func (s *Sharding) enqueue(ctx context.Context, reader client.Reader, list client.ObjectList, shards map[int]bool, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+// enqueue lists list's type from reader with opts and adds the objects of shards to q.
+func (s *Sharding) enqueue(ctx context.Context, reader client.Reader, list client.ObjectList, opts []client.ListOption, shards map[int]bool, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
 	l, ok := list.DeepCopyObject().(client.ObjectList)
 	if !ok {
 		return fmt.Errorf("mgrsharding: %T is not a client.ObjectList", list)
 	}
-	if err := reader.List(ctx, l); err != nil {
+	if err := reader.List(ctx, l, opts...); err != nil {
 		return fmt.Errorf("mgrsharding: list %T: %w", list, err)
 	}
 	return meta.EachListItem(l, func(o runtime.Object) error {

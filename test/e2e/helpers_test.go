@@ -109,6 +109,13 @@ func applyRedisLock(t *testing.T, ns, name string, s *redisproc.Server, password
 // called name on server s with timing d.
 func createRedisLock(t *testing.T, ns, name string, s *redisproc.Server, password string, d durations) {
 	t.Helper()
+	createRedisLockWith(t, ns, name, s, password, d, "")
+}
+
+// createRedisLockWith is createRedisLock with more spec: YAML lines indented
+// by two spaces ("  shards: 64\n", say).
+func createRedisLockWith(t *testing.T, ns, name string, s *redisproc.Server, password string, d durations, spec string) {
+	t.Helper()
 	manifest := filepath.Join(t.TempDir(), "lock.yaml")
 	yaml := fmt.Sprintf(`apiVersion: v1
 kind: Secret
@@ -128,7 +135,7 @@ spec:
   redis:
     addrs: [%q]
     passwordSecretRef: {name: redis-auth, key: password}
-`, password, name, d.lease, d.renew, d.retry, s.Addr)
+%s`, password, name, d.lease, d.renew, d.retry, s.Addr, spec)
 	if err := os.WriteFile(manifest, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -64,27 +64,7 @@ func TestOperatorExample(t *testing.T) {
 	})
 
 	t.Run("config/rbac/role.yaml is what controller-gen makes of the markers", func(t *testing.T) {
-		cg, err := testenv.Tool(repoRoot, "CONTROLLER_GEN", filepath.Join("bin", "controller-gen-*"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := t.TempDir()
-		gen := exec.Command(cg, "rbac:roleName=manager-role", "paths=./...", "output:rbac:artifacts:config="+out)
-		gen.Dir = dir
-		if b, err := gen.CombinedOutput(); err != nil {
-			t.Fatalf("controller-gen in %s: %v\n%s", operatorDir, err, b)
-		}
-		want, err := os.ReadFile(filepath.Join(out, "role.yaml"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := os.ReadFile(filepath.Join(dir, "config", "rbac", "role.yaml"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(got, want) {
-			t.Errorf("%s/config/rbac/role.yaml is not what controller-gen makes of the +kubebuilder:rbac markers (make manifests); it makes:\n%s", operatorDir, want)
-		}
+		roleIsGenerated(t, dir)
 	})
 
 	t.Run("the Permissions YAML in docs/operators.md grants what the example's role.yaml does", func(t *testing.T) {
@@ -138,6 +118,34 @@ func TestOperatorExample(t *testing.T) {
 	t.Run("two replicas on a RedisLock elect one and hand over", func(t *testing.T) {
 		operatorElection(t, dir, bin)
 	})
+}
+
+// roleIsGenerated fails t unless the example operator in dir has the
+// config/rbac/role.yaml that controller-gen makes of its
+// +kubebuilder:rbac markers.
+func roleIsGenerated(t *testing.T, dir string) {
+	t.Helper()
+	cg, err := testenv.Tool(repoRoot, "CONTROLLER_GEN", filepath.Join("bin", "controller-gen-*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	gen := exec.Command(cg, "rbac:roleName=manager-role", "paths=./...", "output:rbac:artifacts:config="+out)
+	gen.Dir = dir
+	if b, err := gen.CombinedOutput(); err != nil {
+		t.Fatalf("controller-gen in %s: %v\n%s", dir, err, b)
+	}
+	want, err := os.ReadFile(filepath.Join(out, "role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(dir, "config", "rbac", "role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s/config/rbac/role.yaml is not what controller-gen makes of the +kubebuilder:rbac markers (make manifests); it makes:\n%s", dir, want)
+	}
 }
 
 // scaffoldChanges are the files the example changes in the stock
@@ -258,47 +266,7 @@ func docDiff(t *testing.T) string {
 // killed the other leads. Neither is refused a request.
 func operatorElection(t *testing.T, dir, bin string) {
 	rung.NeedServers(t)
-	rendered, err := kubectlAdmin.Run(context.Background(), "", "kustomize", filepath.Join(dir, "config", "default"))
-	if err != nil {
-		t.Fatalf("%v\n%s", err, rendered)
-	}
-	var rbac []string
-	var args []string
-	var ns, sa string
-	for _, d := range docs(rendered) {
-		kind, _ := d["kind"].(string)
-		meta, _ := d["metadata"].(map[string]any)
-		switch kind {
-		case "Namespace", "ServiceAccount", "Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding":
-			b, err := yaml.Marshal(d)
-			if err != nil {
-				t.Fatal(err)
-			}
-			rbac = append(rbac, string(b))
-			if kind == "ServiceAccount" {
-				ns, sa = meta["namespace"].(string), meta["name"].(string)
-			}
-		case "Deployment":
-			args = containerArgs(d, "manager")
-		}
-	}
-	if ns == "" || args == nil {
-		t.Fatalf("no ServiceAccount or no Deployment with a manager container in %s/config/default:\n%s", operatorDir, rendered)
-	}
-	manifest := strings.Join(rbac, "---\n")
-	if out, err := kubectlIn(t, manifest, "apply", "-f", "-"); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
-	t.Cleanup(func() {
-		// envtest runs no namespace controller: the namespace stays, its
-		// objects go.
-		_, _ = kubectl(t, "delete", "-n", ns, "--ignore-not-found", "redislock/operator-leader", "secret/redis-auth")
-		_, _ = kubectlIn(t, strings.Join(slices.DeleteFunc(rbac, func(s string) bool { return strings.Contains(s, "kind: Namespace\n") }), "---\n"),
-			"delete", "--ignore-not-found", "-f", "-")
-	})
-	for i, a := range args {
-		args[i] = strings.ReplaceAll(a, "$(POD_NAMESPACE)", ns)
-	}
+	ns, sa, args := applyOperatorRBAC(t, dir, "redislock/operator-leader", "secret/redis-auth")
 	var ref string
 	for _, a := range args {
 		if v, ok := strings.CutPrefix(a, "--leader-election-redislock="); ok {
@@ -377,6 +345,55 @@ func operatorElection(t *testing.T, dir, bin string) {
 			t.Errorf("%s was refused a request by the example's RBAC: %s", r.id, line)
 		}
 	}
+}
+
+// applyOperatorRBAC renders the kustomize config/default of the example
+// operator in dir, applies its Namespace, ServiceAccount and RBAC, and
+// returns the ServiceAccount's namespace and name and the Deployment's
+// manager args, $(POD_NAMESPACE) replaced. When t ends, it deletes the
+// RBAC and the objects named in ns (kubectl's kind/name).
+func applyOperatorRBAC(t *testing.T, dir string, objects ...string) (ns, sa string, args []string) {
+	t.Helper()
+	rendered, err := kubectlAdmin.Run(context.Background(), "", "kustomize", filepath.Join(dir, "config", "default"))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, rendered)
+	}
+	var rbac []string
+	for _, d := range docs(rendered) {
+		kind, _ := d["kind"].(string)
+		meta, _ := d["metadata"].(map[string]any)
+		switch kind {
+		case "Namespace", "ServiceAccount", "Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding":
+			b, err := yaml.Marshal(d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rbac = append(rbac, string(b))
+			if kind == "ServiceAccount" {
+				ns, sa = meta["namespace"].(string), meta["name"].(string)
+			}
+		case "Deployment":
+			args = containerArgs(d, "manager")
+		}
+	}
+	if ns == "" || args == nil {
+		t.Fatalf("no ServiceAccount or no Deployment with a manager container in %s/config/default:\n%s", dir, rendered)
+	}
+	manifest := strings.Join(rbac, "---\n")
+	if out, err := kubectlIn(t, manifest, "apply", "-f", "-"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	t.Cleanup(func() {
+		// envtest runs no namespace controller: the namespace stays, its
+		// objects go.
+		_, _ = kubectl(t, append([]string{"delete", "-n", ns, "--ignore-not-found"}, objects...)...)
+		_, _ = kubectlIn(t, strings.Join(slices.DeleteFunc(rbac, func(s string) bool { return strings.Contains(s, "kind: Namespace\n") }), "---\n"),
+			"delete", "--ignore-not-found", "-f", "-")
+	})
+	for i, a := range args {
+		args[i] = strings.ReplaceAll(a, "$(POD_NAMESPACE)", ns)
+	}
+	return ns, sa, args
 }
 
 // ruleGrants lists, sorted, each permission that the Roles and ClusterRoles in
