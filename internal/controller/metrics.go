@@ -9,6 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/redislock/redislock/pkg/redislock"
 )
 
 // The per-lock metrics, on controller-runtime's registry.
@@ -28,6 +30,12 @@ var (
 	redisErrorsDesc = prometheus.NewDesc("redislock_redis_errors_total",
 		"Failed inspections of a RedisLock's Redis, by reason.",
 		[]string{"namespace", "name", "reason"}, nil)
+	shardsUnownedDesc = prometheus.NewDesc("redislock_shards_unowned",
+		"Shards of a sharded RedisLock with no holder at the controller's last look; no series while Redis does not answer.",
+		[]string{"namespace", "name"}, nil)
+	shardGrantsDesc = prometheus.NewDesc("redislock_observed_shard_grants_total",
+		"Shards of a sharded RedisLock that the controller saw granted anew (a new fencing token: a move, or a give-back and grant) since its previous look, each counted once per look.",
+		[]string{"namespace", "name"}, nil)
 )
 
 // lockMetrics holds each RedisLock's metric values, one small struct per
@@ -57,6 +65,13 @@ type lockValues struct {
 	hasEviction, eviction bool
 	transitions           float64
 	errors                map[string]float64 // by reason
+	// A sharded lock's: unowned shards (hasShards: at the last look,
+	// which Redis answered), grants seen, and each shard's token at the
+	// last look, to see the next look's grants by.
+	hasShards bool
+	unowned   float64
+	grants    float64
+	fences    []int64
 }
 
 // update runs f on nn's values, recorded anew if it has none.
@@ -73,7 +88,7 @@ func (m *lockValuesByLock) update(nn types.NamespacedName, f func(*lockValues)) 
 
 // Describe implements prometheus.Collector.
 func (m *lockValuesByLock) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{holderInfoDesc, transitionsDesc, readyDesc, evictionRiskDesc, redisErrorsDesc} {
+	for _, d := range []*prometheus.Desc{holderInfoDesc, transitionsDesc, readyDesc, evictionRiskDesc, redisErrorsDesc, shardsUnownedDesc, shardGrantsDesc} {
 		ch <- d
 	}
 }
@@ -90,7 +105,7 @@ func (m *lockValuesByLock) Collect(ch chan<- prometheus.Metric) {
 	locks := make([]lock, 0, len(m.byLock))
 	for nn, v := range m.byLock {
 		c := *v
-		c.errors = maps.Clone(v.errors)
+		c.errors, c.fences = maps.Clone(v.errors), nil
 		locks = append(locks, lock{nn, c})
 	}
 	m.mu.Unlock()
@@ -110,6 +125,12 @@ func (m *lockValuesByLock) Collect(ch chan<- prometheus.Metric) {
 		}
 		for reason, n := range v.errors {
 			ch <- newSeries(redisErrorsDesc, true, n, reasonLabels, name, ns, reason)
+		}
+		if v.hasShards {
+			ch <- newSeries(shardsUnownedDesc, false, v.unowned, lockLabels, name, ns)
+		}
+		if v.grants > 0 {
+			ch <- newSeries(shardGrantsDesc, true, v.grants, lockLabels, name, ns)
 		}
 	}
 }
@@ -208,6 +229,29 @@ func setReadyMetric(namespace, name string, c *metav1.Condition) {
 		v.hasReady = c != nil
 		if c != nil {
 			v.readyReason, v.readyTrue = c.Reason, c.Status == metav1.ConditionTrue
+		}
+	})
+}
+
+// setShardsMetrics sets a sharded lock's series from a look: v if err is
+// nil; with an error, the unowned series goes (the look saw nothing) and
+// the grants are counted from the next look that sees the shards against
+// the last one that did.
+func setShardsMetrics(namespace, name string, v redislock.ShardsView, err error) {
+	lockMetrics.update(types.NamespacedName{Namespace: namespace, Name: name}, func(lv *lockValues) {
+		lv.hasShards = err == nil
+		if err != nil {
+			return
+		}
+		lv.unowned = float64(len(v.Shards) - v.Held())
+		for i, s := range v.Shards {
+			if len(lv.fences) == len(v.Shards) && s.Fence != lv.fences[i] {
+				lv.grants++
+			}
+		}
+		lv.fences = lv.fences[:0]
+		for _, s := range v.Shards {
+			lv.fences = append(lv.fences, s.Fence)
 		}
 	})
 }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/redislock/redislock/pkg/redislock"
 )
 
 // lockSeries returns the series of metric name of the locks in namespace
@@ -175,5 +177,46 @@ func BenchmarkGatherLockMetrics(b *testing.B) {
 	b.StopTimer()
 	for i := range locks {
 		forgetMetrics(ns, fmt.Sprint(i))
+	}
+}
+
+// A sharded lock's unowned gauge follows each look, and goes while Redis
+// does not answer; its grants counter counts each shard whose token
+// changed between two looks that saw the shards, once per look.
+func TestShardSeriesFollowLooks(t *testing.T) {
+	ns := "metrics-" + t.Name()
+	defer forgetMetrics(ns, "fleet")
+	view := func(holders string, fences ...int64) redislock.ShardsView {
+		var v redislock.ShardsView
+		for i, f := range fences {
+			v.Shards = append(v.Shards, redislock.ShardHolder{Identity: strings.TrimSpace(holders[i : i+1]), Fence: f})
+		}
+		return v
+	}
+	series := func() (unowned, grants []float64) {
+		return slices.Collect(maps.Values(lockSeries(t, "redislock_shards_unowned", ns))), slices.Collect(maps.Values(lockSeries(t, "redislock_observed_shard_grants_total", ns)))
+	}
+	for i, step := range []struct {
+		v               redislock.ShardsView
+		err             error
+		unowned, grants []float64
+	}{
+		{view("   ", 0, 0, 0), nil, []float64{3}, nil},
+		{view("aa ", 1, 1, 0), nil, []float64{1}, []float64{2}},
+		{view("aa ", 1, 1, 0), nil, []float64{1}, []float64{2}},
+		{redislock.ShardsView{}, fmt.Errorf("no answer"), nil, []float64{2}},
+		// Shard 0 moved to b, shard 2 was granted to a: two grants.
+		{view("baa", 2, 1, 1), nil, []float64{0}, []float64{4}},
+		// Shard 1 was granted to b and given back between two looks.
+		{view("b a", 2, 2, 1), nil, []float64{1}, []float64{5}},
+	} {
+		setShardsMetrics(ns, "fleet", step.v, step.err)
+		if u, g := series(); !slices.Equal(u, step.unowned) || !slices.Equal(g, step.grants) {
+			t.Fatalf("look %d: unowned %v, grants %v; want %v, %v", i, u, g, step.unowned, step.grants)
+		}
+	}
+	forgetMetrics(ns, "fleet")
+	if u, g := series(); len(u)+len(g) != 0 {
+		t.Fatalf("after the lock went: unowned %v, grants %v; want no series", u, g)
 	}
 }

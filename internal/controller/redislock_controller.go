@@ -253,6 +253,7 @@ func (r *RedisLockReconciler) observe(ctx context.Context, s *lockScope, lc *red
 		var v redislock.ShardsView
 		v, err = lc.InspectShards(ctx, name, int(*rl.Spec.Shards))
 		changed, h = applyShards(rl, cfg, v, err, r.Clock.Now())
+		setShardsMetrics(rl.Namespace, rl.Name, v, err)
 	} else {
 		h, err = lc.Inspect(ctx, name)
 		changed = applyHolder(rl, cfg, h, err, r.Clock.Now())

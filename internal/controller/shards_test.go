@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/yaml"
 
 	"github.com/redislock/redislock/api/v1alpha1"
@@ -75,6 +76,16 @@ func TestShardedLockShowsItsHolders(t *testing.T) {
 		return int(*got.Status.ShardsHeld) == n && holders(got, v1alpha1.ShardHolderStatus{Identity: "a", Shards: half}, v1alpha1.ShardHolderStatus{Identity: "b", Shards: half}) &&
 			isCond(v1alpha1.ConditionShardsUnowned, metav1.ConditionFalse, controller.ReasonShardsOwned)(got)
 	})
+	// Each shard was granted at least once since the look that saw none
+	// held; none is unowned.
+	waitFor(t, 10*time.Second, "the unowned gauge at 0", func() (bool, any) {
+		u := shardMetric(t, "redislock_shards_unowned", ns, "fleet")
+		return u == 0, u
+	})
+	grants := shardMetric(t, "redislock_observed_shard_grants_total", ns, "fleet")
+	if grants < float64(n) {
+		t.Errorf("%v shard grants counted once a and b hold the %d shards; want at least %d", grants, n, n)
+	}
 	if c, want := condition(got, v1alpha1.ConditionHeld), fmt.Sprintf("%d of %d shards held, by 2 candidates", n, n); c.Status != metav1.ConditionTrue || c.Message != want {
 		t.Errorf("Held condition %+v; want True, %s", c, want)
 	}
@@ -101,6 +112,9 @@ func TestShardedLockShowsItsHolders(t *testing.T) {
 	waitLock(t, rl, 10*time.Second, "b holding them all", func(got *v1alpha1.RedisLock) bool {
 		return int(*got.Status.ShardsHeld) == n && holders(got, v1alpha1.ShardHolderStatus{Identity: "b", Shards: int32(n)})
 	})
+	if g := shardMetric(t, "redislock_observed_shard_grants_total", ns, "fleet"); g < grants+float64(half) {
+		t.Errorf("%v shard grants counted after a's %d shards moved to b; want at least %v", g, half, grants+float64(half))
+	}
 	// b leaves too: every shard is unowned, with one event.
 	before := countEvents(t, ns, "fleet", controller.EventShardsUnowned)
 	stopB()
@@ -135,12 +149,40 @@ func TestShardedLockShowsItsHolders(t *testing.T) {
 		return *got.Status.ShardsHeld == 0 && isCond(v1alpha1.ConditionShardsUnowned, metav1.ConditionTrue, controller.ReasonShardsUnowned)(got)
 	})
 	t.Logf("c's crash shown %v after it, ttl %v", time.Since(crash).Round(time.Millisecond), timing.TTL)
+	if u := shardMetric(t, "redislock_shards_unowned", ns, "fleet"); u != float64(n) {
+		t.Errorf("the unowned gauge at %v once c's shards ran out; want %d", u, n)
+	}
 	if n := countEvents(t, ns, "fleet", controller.EventShardsUnowned) - before; n != 2 {
 		t.Errorf("%d ShardsUnowned events; want 2, one per time the shards went unowned", n)
 	}
 	if n := countEvents(t, ns, "fleet", controller.EventLeaderChanged); n != 0 {
 		t.Errorf("%d LeaderChanged events on a sharded lock; want none (its holders are status.shardHolders)", n)
 	}
+}
+
+// shardMetric is the value of the series of metric for the RedisLock
+// ns/name on the controller's registry; -1 when there is none.
+func shardMetric(t *testing.T, metric, ns, name string) float64 {
+	t.Helper()
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != metric {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["namespace"] == ns && labels["name"] == name {
+				return m.GetGauge().GetValue() + m.GetCounter().GetValue()
+			}
+		}
+	}
+	return -1
 }
 
 // The spec's rules for shards, each named in the refusal.

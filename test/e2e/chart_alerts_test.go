@@ -71,11 +71,12 @@ func TestChartAlertsFireAsTested(t *testing.T) {
 	t.Run("the values land", func(t *testing.T) {
 		rule := object(t, render(t, chartDir(), "--set", "metrics.prometheusRule.enabled=true", "--set", "metrics.prometheusRule.labels.release=prom",
 			"--set", "metrics.prometheusRule.noLeaderFor=7m", "--set", "metrics.prometheusRule.notReadyFor=8m",
-			"--set", "metrics.prometheusRule.acquireErrorsFor=9m", "--set", "metrics.prometheusRule.controllerDownFor=11m"), "PrometheusRule")
+			"--set", "metrics.prometheusRule.acquireErrorsFor=9m", "--set", "metrics.prometheusRule.controllerDownFor=11m",
+			"--set", "metrics.prometheusRule.shardsUnownedFor=2m"), "PrometheusRule")
 		if l := rule["metadata"].(map[string]any)["labels"].(map[string]any); l["release"] != "prom" {
 			t.Errorf("labels %v, want release=prom among them", l)
 		}
-		want := map[string]string{"RedisLockNoHolder": "7m", "RedisLockNotReady": "8m", "RedisLockAcquireErrors": "9m", "RedisLockControllerDown": "11m", "RedisLockEvictionRisk": "15m"}
+		want := map[string]string{"RedisLockNoHolder": "7m", "RedisLockNotReady": "8m", "RedisLockAcquireErrors": "9m", "RedisLockControllerDown": "11m", "RedisLockEvictionRisk": "15m", "RedisLockShardsUnowned": "2m"}
 		for _, r := range rule["spec"].(map[string]any)["groups"].([]any)[0].(map[string]any)["rules"].([]any) {
 			r := r.(map[string]any)
 			name := r["alert"].(string)
