@@ -161,8 +161,13 @@ type Agent struct {
 	health *redislock.Health
 	pods   rest.Interface
 
+	// hooks counts the changes the hook has reported (sharded.go).
+	hooks hookProgress
+
 	mu      sync.Mutex
 	elector *redislock.Elector // nil until campaigning
+	sharded *redislock.Sharded // for a sharded lock, in elector's place
+	shards  int                // the sharded lock's shard count
 	name    string             // the lock's name in Redis, once read
 	openErr error              // why it is not campaigning yet
 }
@@ -349,16 +354,11 @@ func (a *Agent) elect(ctx context.Context) error {
 // failures and retry (see publish and runHooks), so the group's error is
 // the elector's; campaign returns it, else the command's *ExitError.
 func (a *Agent) campaign(ctx context.Context, cand *redisconn.Candidate) error {
-	changed, hooked := make(chan struct{}, 1), make(chan struct{}, 1)
-	notify := func() {
-		a.changes.Notify(a.o.Clock.Now())
-		for _, c := range []chan struct{}{changed, hooked} {
-			select {
-			case c <- struct{}{}:
-			default:
-			}
-		}
+	if cand.Object.Spec.Shards != nil {
+		return a.campaignSharded(ctx, cand)
 	}
+	changed, hooked := make(chan struct{}, 1), make(chan struct{}, 1)
+	notify := a.notifier(changed, hooked)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	el, run, err := a.newElector(ctx, cancel, cand, notify)
@@ -379,11 +379,12 @@ func (a *Agent) campaign(ctx context.Context, cand *redisconn.Candidate) error {
 		return nil
 	})
 	parts.Go(func() error { a.publish(reports, changed, cand.Timing.RenewInterval); return nil })
+	changes := func() { notify() }
 	switch {
 	case a.probe.Pod():
-		parts.Go(func() error { a.watchPodReady(ctx, notify); return nil })
+		parts.Go(func() error { a.watchPodReady(ctx, changes); return nil })
 	case a.health != nil:
-		parts.Go(func() error { a.probeHealth(ctx, notify); return nil })
+		parts.Go(func() error { a.probeHealth(ctx, changes); return nil })
 	}
 	if a.o.Hook != "" {
 		parts.Go(func() error { a.runHooks(reports, hooked, cand.Timing.TTL); return nil })
@@ -397,15 +398,32 @@ func (a *Agent) campaign(ctx context.Context, cand *redisconn.Candidate) error {
 	return run.exitErr()
 }
 
+// notifier returns the function each change of leadership calls: it
+// wakes the long polls of /leader, the label and file (changed) and the
+// hook (hooked), and returns the change's number (hookProgress.ask).
+func (a *Agent) notifier(changed, hooked chan struct{}) func() uint64 {
+	return func() uint64 {
+		n := a.hooks.ask()
+		a.changes.Notify(a.o.Clock.Now())
+		for _, c := range []chan struct{}{changed, hooked} {
+			select {
+			case c <- struct{}{}:
+			default:
+			}
+		}
+		return n
+	}
+}
+
 // newElector returns the elector of cand, which calls notify at each
 // change, and with Options.Command the runner that runs it while leading;
 // the runner ends the campaign (cancel) when the command exits.
-func (a *Agent) newElector(ctx context.Context, cancel context.CancelFunc, cand *redisconn.Candidate, notify func()) (*redislock.Elector, *runner, error) {
+func (a *Agent) newElector(ctx context.Context, cancel context.CancelFunc, cand *redisconn.Candidate, notify func() uint64) (*redislock.Elector, *runner, error) {
 	eo := redislock.ElectorOptions{
 		Name:             cand.Name,
 		Timing:           cand.Timing,
 		OnStartedLeading: func(context.Context, *redislock.Lock) { notify() },
-		OnStoppedLeading: notify,
+		OnStoppedLeading: func() { notify() },
 		OnNewLeader:      func(string) { notify() },
 	}
 	if a.health != nil {
@@ -442,6 +460,11 @@ func (a *Agent) open(ctx context.Context) *redisconn.Candidate {
 			Identity: a.o.Identity, Clock: a.o.Clock, Logger: a.o.Logger, Metrics: a.metrics,
 		})
 		if err == nil {
+			if err = a.shardable(cand); err != nil {
+				cand.Close()
+			}
+		}
+		if err == nil {
 			a.o.Logger.Info("campaigning", "lock", cand.Name, "identity", a.o.Identity, "ttl", cand.Timing.TTL.String())
 			return cand
 		}
@@ -473,8 +496,11 @@ func (a *Agent) open(ctx context.Context) *redisconn.Candidate {
 // status returns the agent's answer now.
 func (a *Agent) status() leaderhttp.Status {
 	a.mu.Lock()
-	el, name, openErr := a.elector, a.name, a.openErr
+	el, sh, shards, name, openErr := a.elector, a.sharded, a.shards, a.name, a.openErr
 	a.mu.Unlock()
+	if sh != nil {
+		return statusOfShards(a.o.Identity, name, shards, sh.State())
+	}
 	if el == nil {
 		st := leaderhttp.Status{Identity: a.o.Identity, Lock: a.o.Lock.String(), ObservedAt: a.o.Clock.Now(), Error: "starting"}
 		if openErr != nil {

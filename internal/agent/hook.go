@@ -17,9 +17,10 @@ import (
 type hookKey struct {
 	leading bool
 	holder  string
+	shards  string // a sharded lock's shards and tokens (shardsKey)
 }
 
-func keyOf(st leaderhttp.Status) hookKey { return hookKey{st.Leading, st.Holder} }
+func keyOf(st leaderhttp.Status) hookKey { return hookKey{st.Leading, st.Holder, shardsKey(st)} }
 
 // runHooks runs Options.Hook once for each change of leadership or holder,
 // with the status as JSON on its stdin and REDISLOCK_LEADING=true or
@@ -31,6 +32,8 @@ func keyOf(st leaderhttp.Status) hookKey { return hookKey{st.Leading, st.Holder}
 func (a *Agent) runHooks(ctx context.Context, changed <-chan struct{}, ttl time.Duration) {
 	var last *hookKey
 	run := func(hctx context.Context) {
+		seen := a.hooks.begin()
+		defer a.hooks.end(seen)
 		st := a.status()
 		k := keyOf(st)
 		if last != nil && *last == k {

@@ -79,7 +79,7 @@ func (f *Flags) Bind(fs *flag.FlagSet) {
 	fs.BoolVar(&f.LabelPod, "label-pod", f.LabelPod, "keep the pod label redislock.io/leader=true|false current (needs patch on pods)")
 	fs.StringVar(&f.LeaderFile, "leader-file", f.LeaderFile, "keep the /leader JSON in this file, rewritten on changes and renewals")
 	fs.StringVar(&f.ClusterID, "cluster-id", f.ClusterID, "this cluster's identity, the UID of namespace kube-system, for a lock of scope Cluster (default: read it, which needs get on that namespace)")
-	fs.StringVar(&f.Hook, "hook", f.Hook, "a program to run on each change of leadership or holder, with the /leader JSON on its stdin and REDISLOCK_LEADING=true|false")
+	fs.StringVar(&f.Hook, "hook", f.Hook, "a program to run on each change of leadership or holder (or of a sharded lock's shards), with the /leader JSON on its stdin and REDISLOCK_LEADING=true|false")
 	fs.StringVar(&f.Health, Health, f.Health, "gate leadership on the app's health: http://HOST:PORT/PATH (healthy on a status from 200 to 399), file:/PATH (healthy while it exists) or ready (while the pod's app containers are Ready: a watch of the pod, which needs list and watch on pods); the agent campaigns only while it is healthy, and steps down (releases) once it has been unhealthy for -"+StepDownAfter)
 	fs.DurationVar(&f.HealthPeriod, "health-period", f.HealthPeriod, "how often to check -"+Health+" (default 1s; not with ready, which is watched)")
 	fs.DurationVar(&f.StepDownAfter, StepDownAfter, f.StepDownAfter, "how long a leader may stay unhealthy before it steps down (default: the lock's ttl)")

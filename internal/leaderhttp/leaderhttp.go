@@ -32,12 +32,30 @@ type Status struct {
 	ValidUntil *time.Time `json:"validUntil,omitempty"`
 	// ObservedAt is the instant the answer is true of.
 	ObservedAt time.Time `json:"observedAt"`
+	// ShardCount is, for a sharded lock, its number of shards
+	// (spec.shards); 0 for a lock with one holder.
+	ShardCount int `json:"shardCount,omitempty"`
+	// Shards lists, for a sharded lock, the shards this pod holds at
+	// ObservedAt, by index; Leading is true while it holds one or more.
+	Shards []Shard `json:"shards,omitempty"`
 	// Error says why the agent cannot campaign, or why its last attempt
 	// failed for a reason other than another pod's leading: the RedisLock
 	// cannot be read, Redis is unreachable, the restart guard holds the
 	// lock back, the key holds a value this project did not write. Empty
 	// while it leads or a healthy standby.
 	Error string `json:"error,omitempty"`
+}
+
+// Shard is one shard of a sharded lock that the pod holds.
+type Shard struct {
+	// Index is the shard's number, from 0 to ShardCount-1.
+	Index int `json:"index"`
+	// FencingToken is this grant's token: pass it along with the shard's
+	// writes.
+	FencingToken int64 `json:"fencingToken"`
+	// ValidUntil is the shard's step-down deadline: the app may work on
+	// the shard until then unless a later answer drops it or extends it.
+	ValidUntil time.Time `json:"validUntil"`
 }
 
 // Handler answers each request with status() as JSON, never cached: 200
