@@ -440,6 +440,12 @@ func TestGateRefusesAReconcilesWritesOnceItsShardLapsed(t *testing.T) {
 	if got, ok := mgrsharding.FromContext(rctx); !ok || got.Index != mgrsharding.ShardOf("default", "gated", 4) {
 		t.Fatalf("the reconcile's shard: %v %v; want shard %d", got, ok, mgrsharding.ShardOf("default", "gated", 4))
 	}
+	if err := mgrsharding.Valid(rctx); err != nil {
+		t.Fatalf("Valid while the shard is held: %v", err)
+	}
+	if err := mgrsharding.Valid(ctx); !errors.Is(err, mgrsharding.ErrNotHeld) {
+		t.Fatalf("Valid of a context that is no reconcile's: %v; want ErrNotHeld", err)
+	}
 
 	if err := s.Pause(); err != nil {
 		t.Fatal(err)
@@ -458,6 +464,9 @@ func TestGateRefusesAReconcilesWritesOnceItsShardLapsed(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("the reconcile's context did not end once its shard lapsed")
+	}
+	if err := mgrsharding.Valid(rctx); !errors.Is(err, mgrsharding.ErrNotHeld) {
+		t.Fatalf("Valid once the shard lapsed: %v; want ErrNotHeld", err)
 	}
 	close(proceed)
 	if err := <-wrote; !election.IsNotLeading(err) {

@@ -2,6 +2,9 @@ package mgrsharding
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"slices"
 
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -15,6 +18,27 @@ type claimKey struct{}
 type claim struct {
 	s     *Sharding
 	shard redislock.Shard
+}
+
+// ErrNotHeld is Valid's error for a reconcile whose shard is no longer
+// held.
+var ErrNotHeld = errors.New("mgrsharding: the reconcile's shard is no longer held")
+
+// Valid returns nil if the shard that the reconcile of ctx runs under is
+// held by this replica at this instant, with the same fencing token, by
+// the candidate's clock (redislock.Sharded.State): what the write gate
+// checks. Check it before a side effect the gate does not see (a call to
+// another system), and before reporting work done. Otherwise it returns
+// an error wrapping ErrNotHeld, or one saying ctx is no reconcile's.
+func Valid(ctx context.Context) error {
+	c, ok := ctx.Value(claimKey{}).(claim)
+	if !ok {
+		return fmt.Errorf("%w: the context is no sharded reconcile's", ErrNotHeld)
+	}
+	if slices.ContainsFunc(c.s.sharded.State().Held, func(h redislock.HeldShard) bool { return h.Shard == c.shard }) {
+		return nil
+	}
+	return fmt.Errorf("%w: shard %d, token %d", ErrNotHeld, c.shard.Index, c.shard.Fence)
 }
 
 // FromContext returns the shard, with its fencing token, that the

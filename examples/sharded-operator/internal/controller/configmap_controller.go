@@ -53,7 +53,8 @@ type ConfigMapReconciler struct {
 // +kubebuilder:rbac:groups=core,resources=configmaps,verbs=get;list;watch;update
 
 // Reconcile writes the annotation if it names another replica, shard or
-// token, and logs "reconciled" with when it began and ended.
+// token, and logs "reconciled" with when it began and ended, once it has
+// checked that its shard was still held at the end.
 func (r *ConfigMapReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	start := time.Now()
 	log := logf.FromContext(ctx)
@@ -77,7 +78,15 @@ func (r *ConfigMapReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 			return ctrl.Result{}, err
 		}
 	}
-	log.Info("reconciled", "by", by, "start", start.Format(time.RFC3339Nano), "end", time.Now().Format(time.RFC3339Nano))
+	end := time.Now()
+	if _, sharded := mgrsharding.FromContext(ctx); sharded {
+		// A reconcile paused past its shard's deadline (a frozen
+		// process) did not finish as its holder.
+		if err := mgrsharding.Valid(ctx); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	log.Info("reconciled", "by", by, "start", start.Format(time.RFC3339Nano), "end", end.Format(time.RFC3339Nano))
 	return ctrl.Result{}, nil
 }
 
