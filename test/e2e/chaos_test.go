@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/redislock/redislock/internal/leaderhttp"
@@ -47,23 +48,7 @@ func TestChaos(t *testing.T) {
 	// 200ms node timeouts unmet for 16s).
 	rung.NeedServers(t) // before its binaries are built
 	t.Parallel()
-	window := 40 * time.Second
-	if v := os.Getenv("CHAOS_DURATION"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			t.Fatalf("CHAOS_DURATION=%q: %v", v, err)
-		}
-		window = d
-	}
-	seed := uint64(time.Now().UnixNano())
-	if v := os.Getenv("CHAOS_SEED"); v != "" {
-		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			t.Fatalf("CHAOS_SEED=%q: %v", v, err)
-		}
-		seed = n
-	}
-	t.Logf("CHAOS_SEED=%d CHAOS_DURATION=%v", seed, window)
+	window, seed := chaosSettings(t)
 	bins := chaosBinaries{redislock: goBuild(t, "."), operator: goBuild(t, "./test/e2e/sampleoperator")}
 	// The deployments run side by side (as many at once as -parallel
 	// allows: two on 2 cores), each in a namespace of its own with a
@@ -83,6 +68,30 @@ func TestChaos(t *testing.T) {
 }
 
 // logChaosSummary logs a row per deployment that ran.
+// chaosSettings reads CHAOS_DURATION (default 40s), the window of faults
+// per deployment, and CHAOS_SEED (default the clock), which replays a
+// run, and logs both.
+func chaosSettings(t *testing.T) (window time.Duration, seed uint64) {
+	window = 40 * time.Second
+	if v := os.Getenv("CHAOS_DURATION"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatalf("CHAOS_DURATION=%q: %v", v, err)
+		}
+		window = d
+	}
+	seed = uint64(time.Now().UnixNano())
+	if v := os.Getenv("CHAOS_SEED"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("CHAOS_SEED=%q: %v", v, err)
+		}
+		seed = n
+	}
+	t.Logf("CHAOS_SEED=%d CHAOS_DURATION=%v", seed, window)
+	return window, seed
+}
+
 func logChaosSummary(t *testing.T, rows []string) {
 	rows = slices.DeleteFunc(rows, func(r string) bool { return r == "" })
 	t.Logf("chaos summary (ttl %v; scripts/s: the busiest node, idle for %v and under faults; fence: median growth per leadership change; writes: RedisLock status writes a minute under faults):\n%-9s %6s %8s %6s %12s %15s %11s %11s %7s %9s  %s\n%s",
@@ -91,7 +100,10 @@ func logChaosSummary(t *testing.T, rows []string) {
 		strings.Join(rows, "\n"))
 }
 
-type chaosBinaries struct{ redislock, operator string }
+// chaosBinaries are the candidates' programs: the redislock binary (its
+// agent), the sample operator (the plugin) and, for TestShardedChaos, the
+// sharded operator example.
+type chaosBinaries struct{ redislock, operator, sharded string }
 
 // chaosBackend is one Redis deployment under attack.
 type chaosBackend struct {
@@ -107,6 +119,9 @@ type chaosBackend struct {
 	// redlock says the nodes are independent Redlock nodes (not one
 	// deployment's master and replicas).
 	redlock bool
+	// client reaches the deployment as the candidates do (its master),
+	// not through the proxies; nil for Redlock.
+	client redis.UniversalClient
 }
 
 // chaosRun is one backend's run: its candidates and what happened.
@@ -119,6 +134,10 @@ type chaosRun struct {
 	procs    map[string]*chaosCandidate
 	journal  []journalEntry
 	stopping bool
+	// reconciles are the sharded operator's "reconciled" log lines.
+	reconciles []logged
+	// retired are the candidates not to restart when they exit.
+	retired map[string]bool
 }
 
 // chaosCandidate is one candidate process.
@@ -373,6 +392,11 @@ func (r *chaosRun) start(id, kind, addr string) {
 			o.Args = append(o.Args, "-on-lost=campaign", "--", "sh", "-c", journalScript(r.cmdJournal()))
 		}
 		o.Env = append(o.Env, "POD_NAME="+id, "POD_NAMESPACE="+r.ns)
+	case "sharded":
+		o.Path, o.Stderr = r.bins.sharded, journal
+		o.Args = []string{"--sharding-redislock=" + r.ns + "/chaos", "--namespace=" + r.ns, "--zap-encoder=json",
+			"--health-probe-bind-address=" + addr, "--metrics-bind-address=0"}
+		o.Env = append(o.Env, "POD_NAME="+id)
 	default:
 		o.Path, o.Args, o.Stdout = r.bins.operator, []string{"-election=redis", "-redislock=" + r.ns + "/chaos", "-identity=" + id, "-http-address=" + addr}, journal
 	}
@@ -388,7 +412,7 @@ func (r *chaosRun) start(id, kind, addr string) {
 		// comes back a second later, until the run stops.
 		time.AfterFunc(time.Second, func() {
 			r.mu.Lock()
-			stopping := r.stopping
+			stopping := r.stopping || r.retired[id]
 			r.mu.Unlock()
 			if !stopping {
 				r.start(id, kind, addr)
@@ -405,6 +429,13 @@ func (r *chaosRun) start(id, kind, addr string) {
 func (r *chaosRun) journalLine(id, kind, line string) {
 	var e journalEntry
 	switch kind {
+	case "sharded":
+		if l, ok := parseReconciled(id, line); ok {
+			r.mu.Lock()
+			r.reconciles = append(r.reconciles, l)
+			r.mu.Unlock()
+		}
+		return
 	case "plugin":
 		f := strings.Fields(line)
 		if len(f) != 3 || f[0] != "LEADING" {
@@ -779,6 +810,7 @@ func singleBackend(t *testing.T, r *chaosRun) chaosBackend {
 		spec:    fmt.Sprintf("    addrs: [%q]\n", p.addr()),
 		proxies: []*chaosProxy{p},
 		nodes:   []*redisproc.Server{s},
+		client:  redistest.Clients(t, s)[0],
 		faults: map[string]func(*rand.Rand) string{
 			"restart": func(*rand.Rand) string { restartRedis(t, s); return s.Addr },
 			// The crash a default Redis suffers: its data comes back from
@@ -941,9 +973,12 @@ func sentinelBackend(t *testing.T, r *chaosRun) chaosBackend {
 		}
 		return extra.Addr
 	}
+	fc := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: g.MasterName, SentinelAddrs: g.SentinelAddrs()})
+	t.Cleanup(func() { _ = fc.Close() })
 	return chaosBackend{
-		spec:  spec,
-		nodes: append([]*redisproc.Server{g.Master}, g.Replicas...),
+		spec:   spec,
+		nodes:  append([]*redisproc.Server{g.Master}, g.Replicas...),
+		client: fc,
 		faults: map[string]func(*rand.Rand) string{
 			"backup":      func(*rand.Rand) string { return backup() },
 			"add-replica": func(*rand.Rand) string { return addReplica() },
@@ -1057,8 +1092,9 @@ func clusterBackend(t *testing.T, r *chaosRun) chaosBackend {
 		addrs = append(addrs, fmt.Sprintf("%q", a))
 	}
 	return chaosBackend{
-		spec:  fmt.Sprintf("    mode: Cluster\n    addrs: [%s]\n", strings.Join(addrs, ", ")),
-		nodes: cl.Servers,
+		spec:   fmt.Sprintf("    mode: Cluster\n    addrs: [%s]\n", strings.Join(addrs, ", ")),
+		nodes:  cl.Servers,
+		client: redistest.ClusterClient(t, cl.Addrs),
 		faults: map[string]func(*rand.Rand) string{
 			"master-kill": func(*rand.Rand) string {
 				m := shard("").Master

@@ -31,6 +31,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
@@ -68,6 +69,7 @@ func main() {
 	var webhookPort int
 	var enableLeaderElection bool
 	var shardingRedisLock string
+	var watchNamespace string
 	var probeAddr string
 	var secureMetrics bool
 	var enableHTTP2 bool
@@ -81,6 +83,8 @@ func main() {
 	flag.StringVar(&shardingRedisLock, "sharding-redislock", "",
 		"Share the objects out among the replicas by the shards of this sharded RedisLock (NAMESPACE/NAME). "+
 			"Empty: this replica reconciles every object.")
+	flag.StringVar(&watchNamespace, "namespace", "",
+		"Reconcile the ConfigMaps of this namespace only. Empty: of every namespace.")
 	flag.BoolVar(&secureMetrics, "metrics-secure", true,
 		"If set, the metrics endpoint is served securely via HTTPS. Use --metrics-secure=false to use HTTP instead.")
 	flag.StringVar(&webhookCertPath, "webhook-cert-path", "", "The directory that contains the webhook certificate.")
@@ -172,7 +176,12 @@ func main() {
 
 	ctx := ctrl.SetupSignalHandler()
 	cfg := ctrl.GetConfigOrDie()
+	var cacheOpts cache.Options
+	if watchNamespace != "" {
+		cacheOpts.DefaultNamespaces = map[string]cache.Config{watchNamespace: {}}
+	}
 	mgrOpts := ctrl.Options{
+		Cache:                  cacheOpts,
 		Scheme:                 scheme,
 		Metrics:                metricsServerOptions,
 		WebhookServer:          webhookServer,
