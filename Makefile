@@ -98,11 +98,12 @@ bench: redis tools
 bench-failover: redis tools
 	FAILOVER_TRIALS=$${FAILOVER_TRIALS:-20} KUBEBUILDER_ASSETS=$$($(TOOLS) --print-assets) $(GO) test -count=1 -timeout 90m -run TestFailoverBenchmark -v ./test/e2e/
 
-## chaos: the chaos run of test/e2e for longer (CHAOS_DURATION per Redis deployment, default 10m;
-## CHAOS_SEED replays one; CHAOS_WAIT_REPLICAS sets Sentinel's waitReplicas instead of the default;
-## CHAOS_RUN=TestChaos/cluster runs one deployment). make test runs it for 40s per deployment (soak rung), two at a time.
+## chaos: the chaos runs of test/e2e for longer, of one lock (TestChaos) and of the sharded operator
+## (TestShardedChaos): CHAOS_DURATION per Redis deployment, default 10m; CHAOS_SEED replays one;
+## CHAOS_WAIT_REPLICAS sets Sentinel's waitReplicas instead of the default; CHAOS_RUN=TestChaos/cluster
+## runs one deployment. make test runs them for 40s per deployment (soak rung).
 chaos: redis tools
-	CHAOS_DURATION=$${CHAOS_DURATION:-10m} KUBEBUILDER_ASSETS=$$($(TOOLS) --print-assets) $(GO) test -count=1 -timeout 0 -run $${CHAOS_RUN:-TestChaos} -v ./test/e2e/
+	CHAOS_DURATION=$${CHAOS_DURATION:-10m} KUBEBUILDER_ASSETS=$$($(TOOLS) --print-assets) $(GO) test -count=1 -timeout 0 -run "$${CHAOS_RUN:-^(TestChaos|TestShardedChaos)$$}" -v ./test/e2e/
 
 ## fuzz: fuzz the stored-value decoder (FUZZTIME, default 30s).
 fuzz:

@@ -10,8 +10,9 @@ import (
 
 // Every test that calls rung.SoakTest is skipped outside the soak rung,
 // which selects its tests by name (the SOAK_TESTS of hack/test-rung.sh): one missing
-// from that list would run in no rung of make test. TestChaos is in the
-// list without calling it (the e2e rung runs it too, shorter).
+// from that list would run in no rung of make test. TestChaos and
+// TestShardedChaos are in the list without calling it (the e2e rung runs
+// them too, shorter).
 func TestSoakTestsAreListed(t *testing.T) {
 	mk, err := os.ReadFile(filepath.Join("hack", "test-rung.sh"))
 	if err != nil {
@@ -46,9 +47,12 @@ func TestSoakTestsAreListed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// make test's e2e rung skips TestChaos, leaving it to the soak rung.
-	if !soak.MatchString("TestChaos") {
-		t.Errorf("SOAK_TESTS (%s) does not name TestChaos, which make test runs only in the soak rung", m[1])
+	// make test's e2e rung skips the chaos runs, leaving them to the
+	// soak rung.
+	for _, chaos := range []string{"TestChaos", "TestShardedChaos"} {
+		if !soak.MatchString(chaos) {
+			t.Errorf("SOAK_TESTS (%s) does not name %s, which make test runs only in the soak rung", m[1], chaos)
+		}
 	}
 	if len(found) < 2 {
 		t.Errorf("found %d soak tests (%v); want the two cost budgets at least: has the way they are marked changed?", len(found), found)

@@ -18,9 +18,10 @@ set -u
 GOTEST=${GOTEST:-go test -race -count=1 -timeout=40m}
 GO=${GO:-go}
 self=$0
-# The soak rung's tests, by name: each calls rung.SoakTest, but TestChaos,
-# which the e2e rung runs too, shorter (TestSoakTestsAreListed checks it).
-SOAK_TESTS='^(TestElectionCostStaysWithinBudget|TestObtainWaitCostStaysWithinBudget|TestChaos)$'
+# The soak rung's tests, by name: each calls rung.SoakTest, but TestChaos
+# and TestShardedChaos, which the e2e rung runs too, shorter
+# (TestSoakTestsAreListed checks it).
+SOAK_TESTS='^(TestElectionCostStaysWithinBudget|TestObtainWaitCostStaysWithinBudget|TestChaos|TestShardedChaos)$'
 
 # beside NAME CMD NAME CMD...: runs each CMD (a shell command line, in
 # which $0 is this script) side by side, its output kept in a file; prints each output, in order, once all
@@ -66,7 +67,7 @@ run() {
 		;;
 	e2e)
 		if [ "${CHAOS_SMOKE:-15s}" = 0 ]; then
-			REDISLOCK_RUNG=e2e $GOTEST -skip '^TestChaos$' ./test/e2e/...
+			REDISLOCK_RUNG=e2e $GOTEST -skip '^(TestChaos|TestShardedChaos)$' ./test/e2e/...
 		else
 			REDISLOCK_RUNG=e2e CHAOS_DURATION=${CHAOS_SMOKE:-15s} $GOTEST ./test/e2e/...
 		fi

@@ -47,8 +47,9 @@ const (
 // bound of the chaos run's L1 after each fault; and at the end every
 // ConfigMap annotated by its shard's holder.
 func TestShardedChaos(t *testing.T) {
+	// Not parallel: in the soak rung it runs before TestChaos's
+	// deployments, not beside them, which are timed for two at a time.
 	rung.NeedServers(t)
-	t.Parallel()
 	window, seed := chaosSettings(t)
 	bin := filepath.Join(t.TempDir(), "sharded-operator")
 	build := exec.Command("go", "build", "-o", bin, "./cmd")
