@@ -378,16 +378,13 @@ func (a *Agent) campaign(ctx context.Context, cand *redisconn.Candidate) error {
 		}
 		return nil
 	})
-	parts.Go(func() error { a.publish(reports, changed, cand.Timing.RenewInterval); return nil })
+	a.report(reports, &parts, changed, hooked, cand)
 	changes := func() { notify() }
 	switch {
 	case a.probe.Pod():
 		parts.Go(func() error { a.watchPodReady(ctx, changes); return nil })
 	case a.health != nil:
 		parts.Go(func() error { a.probeHealth(ctx, changes); return nil })
-	}
-	if a.o.Hook != "" {
-		parts.Go(func() error { a.runHooks(reports, hooked, cand.Timing.TTL); return nil })
 	}
 	if err := parts.Wait(); err != nil {
 		return err
@@ -396,6 +393,16 @@ func (a *Agent) campaign(ctx context.Context, cand *redisconn.Candidate) error {
 		return nil
 	}
 	return run.exitErr()
+}
+
+// report runs, in parts, what tells of the campaign on cand until reports
+// ends: the label and file (publish, on changed) and the hook (runHooks,
+// on hooked).
+func (a *Agent) report(reports context.Context, parts *errgroup.Group, changed, hooked <-chan struct{}, cand *redisconn.Candidate) {
+	parts.Go(func() error { a.publish(reports, changed, cand.Timing.RenewInterval); return nil })
+	if a.o.Hook != "" {
+		parts.Go(func() error { a.runHooks(reports, hooked, cand.Timing.TTL); return nil })
+	}
 }
 
 // notifier returns the function each change of leadership calls: it

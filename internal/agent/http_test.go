@@ -39,22 +39,8 @@ const longPollRequest = "GET /leader?wait=5m HTTP/1.1\r\nHost: agent\r\n\r\n"
 func leadingAgent(t *testing.T, o Options, adjust func(*Agent)) *Agent {
 	t.Helper()
 	ctx := context.Background()
-	srv := redistest.Start(t, redisproc.Options{})
-	admin, err := testenv.Client(restConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "agent-http-"}}
-	if err := admin.Create(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	rl := &v1alpha1.RedisLock{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "lock"},
-		Spec: v1alpha1.RedisLockSpec{Redis: &v1alpha1.RedisConnectionSpec{Addrs: []string{srv.Addr}},
-			TTL: &v1alpha1.Duration{Duration: 2 * time.Second}}} // the restart guard holds a fresh node back for a ttl
-	if err := admin.Create(ctx, rl); err != nil {
-		t.Fatal(err)
-	}
-	o.Lock, o.Identity, o.ClusterID = types.NamespacedName{Namespace: ns.Name, Name: "lock"}, "pod-a", "test-cluster"
+	lock, _ := lockOnNewServer(t, "agent-http-", nil)
+	o.Lock, o.Identity, o.ClusterID = lock, "pod-a", "test-cluster"
 	if o.Addr == "" {
 		o.Addr = "127.0.0.1:" + freePort(t)
 	}
@@ -86,6 +72,33 @@ func leadingAgent(t *testing.T, o Options, adjust func(*Agent)) *Agent {
 	// agent's cap until the idle timeout.
 	http.DefaultClient.CloseIdleConnections()
 	return a
+}
+
+// lockOnNewServer creates, in a new namespace named from prefix, the
+// RedisLock "lock" on a new redis-server, with a ttl of 2s and edit
+// applied, and returns it and the server.
+func lockOnNewServer(t *testing.T, prefix string, edit func(*v1alpha1.RedisLock)) (types.NamespacedName, *redisproc.Server) {
+	t.Helper()
+	ctx := context.Background()
+	srv := redistest.Start(t, redisproc.Options{})
+	admin, err := testenv.Client(restConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix}}
+	if err := admin.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	rl := &v1alpha1.RedisLock{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "lock"},
+		Spec: v1alpha1.RedisLockSpec{Redis: &v1alpha1.RedisConnectionSpec{Addrs: []string{srv.Addr}},
+			TTL: &v1alpha1.Duration{Duration: 2 * time.Second}}} // the restart guard holds a fresh node back for a ttl
+	if edit != nil {
+		edit(rl)
+	}
+	if err := admin.Create(ctx, rl); err != nil {
+		t.Fatal(err)
+	}
+	return types.NamespacedName{Namespace: ns.Name, Name: "lock"}, srv
 }
 
 func freePort(t *testing.T) string {

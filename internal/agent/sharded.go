@@ -77,10 +77,7 @@ func (a *Agent) campaignSharded(ctx context.Context, cand *redisconn.Candidate) 
 		}
 		return nil
 	})
-	parts.Go(func() error { a.publish(reports, changed, cand.Timing.RenewInterval); return nil })
-	if a.o.Hook != "" {
-		parts.Go(func() error { a.runHooks(reports, hooked, cand.Timing.TTL); return nil })
-	}
+	a.report(reports, &parts, changed, hooked, cand)
 	return parts.Wait()
 }
 

@@ -12,15 +12,12 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/redislock/redislock/api/v1alpha1"
 	"github.com/redislock/redislock/internal/leaderhttp"
 	"github.com/redislock/redislock/internal/testing/redisproc"
 	"github.com/redislock/redislock/internal/testing/redistest"
-	"github.com/redislock/redislock/internal/testing/testenv"
 	"github.com/redislock/redislock/pkg/redislock"
 )
 
@@ -29,24 +26,9 @@ import (
 // guard lets grants through.
 func shardedLock(t *testing.T, shards int32) (types.NamespacedName, *redisproc.Server) {
 	t.Helper()
-	ctx := context.Background()
-	srv := redistest.Start(t, redisproc.Options{})
-	admin, err := testenv.Client(restConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "agent-shards-"}}
-	if err := admin.Create(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	rl := &v1alpha1.RedisLock{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "lock"},
-		Spec: v1alpha1.RedisLockSpec{Redis: &v1alpha1.RedisConnectionSpec{Addrs: []string{srv.Addr}},
-			TTL: &v1alpha1.Duration{Duration: 2 * time.Second}, Shards: &shards}}
-	if err := admin.Create(ctx, rl); err != nil {
-		t.Fatal(err)
-	}
+	lock, srv := lockOnNewServer(t, "agent-shards-", func(rl *v1alpha1.RedisLock) { rl.Spec.Shards = &shards })
 	redistest.WaitUp(t, 2*time.Second, srv) // the restart guard
-	return types.NamespacedName{Namespace: ns.Name, Name: "lock"}, srv
+	return lock, srv
 }
 
 // runShardAgent runs an agent of o on lock as identity until t ends (or stop),

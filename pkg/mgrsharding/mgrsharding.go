@@ -37,21 +37,6 @@ import (
 	"github.com/redislock/redislock/pkg/redislock"
 )
 
-// Sentinel errors, redisconn's under the names mgrelection gives them:
-// ForRedisLock's errors wrap one of them, a redislock sentinel or an API
-// error.
-var (
-	// ErrSecret means a Secret the RedisLock names is missing, or lacks
-	// the key it names.
-	ErrSecret = redisconn.ErrSecret
-	// ErrInvalidSpec means the RedisLock breaks a rule the API server
-	// cannot check, or has no spec.shards.
-	ErrInvalidSpec = redisconn.ErrInvalidSpec
-	// ErrConnection means the connection the RedisLock names does not
-	// exist.
-	ErrConnection = redisconn.ErrConnection
-)
-
 // Sharding is one replica's candidacy for the shards of a sharded lock,
 // and what a manager needs to reconcile only the objects of the shards it
 // holds. It is a manager.Runnable that needs no leader election.
@@ -83,7 +68,10 @@ type term struct {
 // connection it names and their Secrets through cfg, with the rights
 // mgrelection.ForRedisLock lists, and returns this replica's Sharding for
 // identity ("" means the POD_NAME environment variable, else the
-// hostname). Close it after the manager stops.
+// hostname). Close it after the manager stops. Its errors wrap
+// redisconn.ErrSecret, redisconn.ErrInvalidSpec (a rule the API server
+// cannot check, or no spec.shards), redisconn.ErrConnection, a redislock
+// sentinel or an API error, for errors.Is.
 func ForRedisLock(ctx context.Context, cfg *rest.Config, ref types.NamespacedName, identity string) (*Sharding, error) {
 	c, err := redisconn.NewAPIClient(cfg)
 	if err != nil {
@@ -95,7 +83,7 @@ func ForRedisLock(ctx context.Context, cfg *rest.Config, ref types.NamespacedNam
 	}
 	if cand.Object.Spec.Shards == nil {
 		cand.Close()
-		return nil, fmt.Errorf("mgrsharding: %w: RedisLock %s has no spec.shards", ErrInvalidSpec, ref)
+		return nil, fmt.Errorf("mgrsharding: %w: RedisLock %s has no spec.shards", redisconn.ErrInvalidSpec, ref)
 	}
 	s, err := New(cand.Client, cand.Name, int(*cand.Object.Spec.Shards), cand.Timing)
 	if err != nil {

@@ -34,6 +34,7 @@ import (
 	"github.com/redislock/redislock/internal/testing/testenv"
 	"github.com/redislock/redislock/pkg/election"
 	"github.com/redislock/redislock/pkg/mgrsharding"
+	"github.com/redislock/redislock/pkg/redisconn"
 	"github.com/redislock/redislock/pkg/redislock"
 )
 
@@ -501,7 +502,7 @@ func TestForRedisLockRefusesAnUnshardedLock(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = k8s.Delete(ctx, rl) })
 	_, err := mgrsharding.ForRedisLock(ctx, cfg, client.ObjectKeyFromObject(rl), "a")
-	if !errors.Is(err, mgrsharding.ErrInvalidSpec) || !strings.Contains(err.Error(), "spec.shards") {
-		t.Fatalf("ForRedisLock of a RedisLock without spec.shards: %v; want ErrInvalidSpec naming spec.shards", err)
+	if !errors.Is(err, redisconn.ErrInvalidSpec) || !strings.Contains(err.Error(), "spec.shards") {
+		t.Fatalf("ForRedisLock of a RedisLock without spec.shards: %v; want redisconn.ErrInvalidSpec naming spec.shards", err)
 	}
 }

@@ -202,26 +202,11 @@ func runShardedChaos(t *testing.T, name string, deployment func(*testing.T, *cha
 	}
 	faults["flush"] = r.redisSideFaults(b.nodes)["flush"]
 	kinds := slices.Sorted(maps.Keys(faults))
-	var done []chaosFault
-	end := time.Now().Add(window)
-	var order []string
-	for time.Now().Before(end) {
-		if len(order) == 0 {
-			for _, i := range rng.Perm(len(kinds)) {
-				order = append(order, kinds[i])
-			}
-		}
-		kind := order[0]
-		order = order[1:]
-		f := chaosFault{kind: kind, at: time.Now()}
-		f.target = faults[kind](rng)
-		f.end = time.Now()
-		done = append(done, f)
-		t.Logf("%s fault %s on %s (%v)", clock(f.at), kind, f.target, f.end.Sub(f.at).Round(time.Millisecond))
+	done := injectFaults(t, faults, window, rng, func() {
 		waitUntil(t, 3*faultTiming.lease+30*time.Second, "every shard owned after the fault", owned)
 		pause(faultTiming.lease)
 		waitUntil(t, 3*faultTiming.lease+30*time.Second, "every shard owned a ttl after the fault", owned)
-	}
+	})
 	settle := time.Now()
 	// At the end, every ConfigMap names its shard's holder, with the token.
 	var why string

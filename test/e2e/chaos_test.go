@@ -219,32 +219,15 @@ func runChaos(t *testing.T, name string, deployment func(*testing.T, *chaosRun) 
 	}
 	sort.Strings(kinds)
 
-	var done []chaosFault
-	end := time.Now().Add(window)
 	cost := r.startCost(b.nodes)
-	// Every kind once, in random order, then again, and so on: a short
-	// run still sees each fault.
-	var order []string
-	for time.Now().Before(end) {
-		if len(order) == 0 {
-			for _, i := range rng.Perm(len(kinds)) {
-				order = append(order, kinds[i])
-			}
-		}
-		kind := order[0]
-		order = order[1:]
-		f := chaosFault{kind: kind, at: time.Now()}
-		f.target = faults[kind](rng)
-		f.end = time.Now()
-		done = append(done, f)
-		t.Logf("%s fault %s on %s (%v)", clock(f.at), kind, f.target, f.end.Sub(f.at).Round(time.Millisecond))
+	done := injectFaults(t, faults, window, rng, func() {
 		// Let the fault play out before the next: a leader, then a ttl
 		// more (a leader cut off may still answer 200 until its deadline),
 		// then a leader again. Its L1 is measured up to the next fault.
 		waitChaosLeader(t, p, 3*ttl+15*time.Second)
 		pause(ttl)
 		waitChaosLeader(t, p, 3*ttl+15*time.Second)
-	}
+	})
 	settle := time.Now()
 	waitUntil(t, 10*time.Second, "the last fault's aftermath to be sampled", func() bool { return time.Since(settle) > time.Second })
 	spans, total, _, bad := p.terms()
@@ -328,6 +311,32 @@ func runChaos(t *testing.T, name string, deployment func(*testing.T, *chaosRun) 
 	}
 	return fmt.Sprintf("%-9s %6d %8d %6d %12d %15d %11.1f %11.1f %7d %9.1f  %s", name, len(done), total, len(spans), len(over), len(regr),
 		idle.maxScriptsPerSecond(), run.maxScriptsPerSecond(), median, run.writesPerMinute, strings.Join(l1, ", "))
+}
+
+// injectFaults injects faults for window, by kind: every kind once, in a
+// random order, then again, and so on, so that a short run still sees
+// each; after each it logs it and calls playOut, which waits for its
+// aftermath. It returns them in order.
+func injectFaults(t *testing.T, faults map[string]func(*rand.Rand) string, window time.Duration, rng *rand.Rand, playOut func()) []chaosFault {
+	kinds := slices.Sorted(maps.Keys(faults))
+	var done []chaosFault
+	var order []string
+	for end := time.Now().Add(window); time.Now().Before(end); {
+		if len(order) == 0 {
+			for _, i := range rng.Perm(len(kinds)) {
+				order = append(order, kinds[i])
+			}
+		}
+		kind := order[0]
+		order = order[1:]
+		f := chaosFault{kind: kind, at: time.Now()}
+		f.target = faults[kind](rng)
+		f.end = time.Now()
+		done = append(done, f)
+		t.Logf("%s fault %s on %s (%v)", clock(f.at), kind, f.target, f.end.Sub(f.at).Round(time.Millisecond))
+		playOut()
+	}
+	return done
 }
 
 // failoverKinds are the faults that move the lock to another server of

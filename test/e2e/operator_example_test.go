@@ -267,13 +267,7 @@ func docDiff(t *testing.T) string {
 func operatorElection(t *testing.T, dir, bin string) {
 	rung.NeedServers(t)
 	ns, sa, args := applyOperatorRBAC(t, dir, "redislock/operator-leader", "secret/redis-auth")
-	var ref string
-	for _, a := range args {
-		if v, ok := strings.CutPrefix(a, "--leader-election-redislock="); ok {
-			ref = v
-		}
-	}
-	lockNS, lockName, ok := strings.Cut(ref, "/")
+	lockNS, lockName, ok := strings.Cut(argValue(args, "--leader-election-redislock"), "/")
 	if !slices.Contains(args, "--leader-elect") || !ok || lockNS != ns {
 		t.Fatalf("the Deployment's manager args %q: want --leader-elect and --leader-election-redislock=<its namespace>/<name>", args)
 	}
@@ -394,6 +388,17 @@ func applyOperatorRBAC(t *testing.T, dir string, objects ...string) (ns, sa stri
 		args[i] = strings.ReplaceAll(a, "$(POD_NAMESPACE)", ns)
 	}
 	return ns, sa, args
+}
+
+// argValue is the value of the last --name=value among args; "" if none.
+func argValue(args []string, name string) string {
+	v := ""
+	for _, a := range args {
+		if s, ok := strings.CutPrefix(a, name+"="); ok {
+			v = s
+		}
+	}
+	return v
 }
 
 // ruleGrants lists, sorted, each permission that the Roles and ClusterRoles in

@@ -53,13 +53,7 @@ func TestShardedOperatorExample(t *testing.T) {
 func shardedOperatorRun(t *testing.T, dir, bin string) {
 	rung.NeedServers(t)
 	ns, sa, args := applyOperatorRBAC(t, dir, "redislock/operator-shards", "secret/redis-auth")
-	var ref string
-	for _, a := range args {
-		if v, ok := strings.CutPrefix(a, "--sharding-redislock="); ok {
-			ref = v
-		}
-	}
-	lockNS, lockName, ok := strings.Cut(ref, "/")
+	lockNS, lockName, ok := strings.Cut(argValue(args, "--sharding-redislock"), "/")
 	if !ok || lockNS != ns {
 		t.Fatalf("the Deployment's manager args %q: want --sharding-redislock=<its namespace>/<name>", args)
 	}
