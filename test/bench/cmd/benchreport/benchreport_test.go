@@ -194,7 +194,7 @@ func TestReportHasEverySectionAndPlot(t *testing.T) {
 			t.Errorf("REPORT.md lacks %q:\n%s", want, md)
 		}
 	}
-	for _, png := range []string{"throughput.png", "redlock.png", "failover.png", "api-writes.png", "outage.png", "controller-scale.png"} {
+	for _, png := range []string{"throughput.png", "redlock.png", "failover.png", "api-writes.png", "outage.png", "controller-scale.png", "shard-moves.png"} {
 		if !strings.Contains(string(md), "("+png+")") {
 			t.Errorf("REPORT.md does not show %s", png)
 		}
@@ -225,7 +225,7 @@ func TestReportSaysWhatWasNotRun(t *testing.T) {
 	if strings.Contains(string(md), "the run took") {
 		t.Errorf("REPORT.md tells how long the run took without an elapsed time:\n%s", md)
 	}
-	for _, png := range []string{"failover.png", "api-writes.png", "outage.png", "controller-scale.png"} {
+	for _, png := range []string{"failover.png", "api-writes.png", "outage.png", "controller-scale.png", "shard-moves.png"} {
 		if _, err := os.Stat(filepath.Join(dir, png)); err == nil {
 			t.Errorf("%s drawn without its input", png)
 		}

@@ -52,6 +52,9 @@ func (rp report) write(dir string) error {
 	if c := rp.controller; c != nil && len(c.Runs) > 0 {
 		plots["scale"] = plotFile{"controller-scale.png", func(p string) error { return plotScale(p, *c) }}
 	}
+	if sh := rp.sharding; sh != nil && len(sh.Sides) > 0 {
+		plots["sharding"] = plotFile{"shard-moves.png", func(p string) error { return plotSharding(p, *sh) }}
+	}
 	for _, pf := range plots {
 		if err := pf.draw(filepath.Join(dir, pf.name)); err != nil {
 			return fmt.Errorf("plot %s: %w", pf.name, err)
@@ -218,6 +221,7 @@ func (rp report) markdown(w *strings.Builder, plots map[string]plotFile) {
 	fmt.Fprintln(w)
 	if sh := rp.sharding; sh != nil {
 		writeSharding(w, sh)
+		img("sharding", "shards moved over time, on a scale up and a crash")
 	} else {
 		fmt.Fprintln(w, "Not run (no sharding.json).")
 	}

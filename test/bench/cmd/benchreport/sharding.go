@@ -2,8 +2,15 @@ package main
 
 import (
 	"fmt"
+	"math"
+	"slices"
 	"strings"
 	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
 )
 
 // writeSharding writes the section of sharded leadership against a Lease
@@ -43,4 +50,59 @@ func writeSharding(w *strings.Builder, s *sharding) {
 	// more at the window's edges.
 	fmt.Fprintf(w, "| Redis scripts idle ≤ replicas ÷ renewInterval (%.0f/min, +10%% for the window's edges) | %.0f/min | %s |\n", natural, ours.RedisScriptsPerMinute, verdict(ours.RedisScriptsPerMinute <= natural*1.1))
 	fmt.Fprintf(w, "| no shard started while another term of it ran | %d | %s |\n", ours.Overlaps, verdict(ours.Overlaps == 0))
+}
+
+// plotSharding draws, for a scale up and a crash, how many shards each
+// side had moved against the time since the change: a step per shard
+// moved, from the change (0) to the last move.
+func plotSharding(path string, s sharding) error {
+	up, err := shardMovesPanel("Scale up: a 4th replica joins 3", "milliseconds after the join", 1000, s, func(d shardingSide) []float64 { return d.UpSeconds })
+	if err != nil {
+		return err
+	}
+	crash, err := shardMovesPanel("Crash: one of 3 replicas fails", "seconds after the crash", 1, s, func(d shardingSide) []float64 { return d.CrashSeconds })
+	if err != nil {
+		return err
+	}
+	return savePNG(path, up, crash)
+}
+
+// shardMovesPanel is one step line per side of the shards moved by each
+// time after the change (the times of, scaled by unit), with the sides
+// that moved none drawn flat at 0 across the panel.
+func shardMovesPanel(title, xLabel string, unit float64, s sharding, of func(shardingSide) []float64) (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text = xLabel
+	p.Y.Label.Text = "shards moved"
+	p.Legend.Top, p.Legend.Left = true, true
+	last := 0.0
+	for _, d := range s.Sides {
+		for _, v := range of(d) {
+			last = math.Max(last, v*unit)
+		}
+	}
+	last = math.Max(last*1.05, 1)
+	for i, d := range s.Sides {
+		times := slices.Sorted(slices.Values(of(d)))
+		steps := plotter.XYs{{X: 0, Y: 0}}
+		for j, v := range times {
+			steps = append(steps, plotter.XY{X: v * unit, Y: float64(j)}, plotter.XY{X: v * unit, Y: float64(j + 1)})
+		}
+		steps = append(steps, plotter.XY{X: last, Y: float64(len(times))})
+		l, err := plotter.NewLine(steps)
+		if err != nil {
+			return nil, err
+		}
+		l.Color = plotutil.Color(i)
+		l.Width = vg.Points(1.5)
+		p.Add(l)
+		name := d.Name
+		if len(times) == 0 {
+			name += " (none moved)"
+		}
+		p.Legend.Add(name, l)
+	}
+	p.X.Min, p.X.Max, p.Y.Min = 0, last, 0
+	return p, nil
 }
