@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 
 	"github.com/redislock/redislock/api/v1alpha1"
 	"github.com/redislock/redislock/internal/controller"
+	"github.com/redislock/redislock/internal/testing/hostile"
 	"github.com/redislock/redislock/internal/testing/redisproc"
 	"github.com/redislock/redislock/internal/testing/redistest"
 	"github.com/redislock/redislock/internal/testing/testenv"
@@ -219,4 +221,58 @@ func TestShardsSpecRules(t *testing.T) {
 	if err := k8s.Update(context.Background(), rl); err == nil || !strings.Contains(err.Error(), "shards cannot be changed") {
 		t.Fatalf("changing shards: %v; want a refusal saying shards cannot be changed", err)
 	}
+}
+
+// A tenant's server that answers a sharded lock's inspection with what
+// inspectshards.lua never gives costs that lock alone: it is shown not
+// Ready, for the reason (NoQuorum for a reply of another shape,
+// MalformedValue for a holder this project did not write), with none of
+// the server's text; the controller asks it no more than once per
+// renewInterval (no hot loop); a lock beside it on a healthy Redis is
+// Ready.
+func TestShardedLockOnAServerOfMalformedReplies(t *testing.T) {
+	ns := namespace(t)
+	for name, tc := range map[string]struct {
+		reply, reason string
+		ready         metav1.ConditionStatus
+	}{
+		// The control: the server speaks well enough for a reply of
+		// inspectshards.lua's shape to be read.
+		"well-formed":       {"*10\r\n:0\r\n$0\r\n\r\n:3\r\n:0\r\n$0\r\n\r\n:0\r\n:0\r\n$0\r\n\r\n:0\r\n:0\r\n", controller.ReasonReady, metav1.ConditionTrue},
+		"negative-validity": {"*10\r\n:0\r\n$0\r\n\r\n:3\r\n:-900\r\n$0\r\n\r\n:0\r\n:0\r\n$0\r\n\r\n:0\r\n:0\r\n", controller.ReasonNoQuorum, metav1.ConditionFalse},
+		"foreign-holder":    {"*10\r\n:0\r\n$9\r\nvault-pwd\r\n:3\r\n:900\r\n$0\r\n\r\n:0\r\n:0\r\n$0\r\n\r\n:0\r\n:0\r\n", controller.ReasonMalformedValue, metav1.ConditionFalse},
+	} {
+		var calls atomic.Int32
+		s := hostile.Start(t, hostile.EachCommand(func(args []string) []byte {
+			switch strings.ToLower(args[0]) {
+			case "evalsha", "eval":
+				calls.Add(1)
+				return []byte(tc.reply)
+			case "ping":
+				return []byte("+PONG\r\n")
+			}
+			return []byte("-ERR not here\r\n")
+		}))
+		rl := redisLock(ns, name, v1alpha1.ModeStandalone, s.Addr)
+		shards := int32(3)
+		rl.Spec.Shards = &shards
+		create(t, rl)
+		got := waitLock(t, rl, 30*time.Second, name+" shown Ready "+string(tc.ready)+", "+tc.reason, isCond(v1alpha1.ConditionReady, tc.ready, tc.reason))
+		if c := condition(got, v1alpha1.ConditionReady); strings.Contains(c.Message, "vault") || strings.Contains(c.Message, "900") {
+			t.Errorf("%s: the Ready message repeats the server's reply: %q", name, c.Message)
+		}
+		if tc.ready == metav1.ConditionTrue {
+			continue
+		}
+		n0, from := calls.Load(), time.Now()
+		waitFor(t, 60*time.Second, name+": three more inspections", func() (bool, any) { n := calls.Load(); return n >= n0+3, n })
+		if took, least := time.Since(from), 2*rl.Spec.RenewInterval.Duration; took < least {
+			t.Errorf("%s: three inspections in %v; want them at most one per renewInterval (%v for three)", name, took, least)
+		}
+		t.Logf("%s: three more inspections took %v", name, time.Since(from).Round(time.Millisecond))
+	}
+	s := redistest.Start(t, redisproc.Options{})
+	beside := redisLock(ns, "beside", v1alpha1.ModeStandalone, s.Addr)
+	create(t, beside)
+	waitLock(t, beside, 30*time.Second, "a lock beside them Ready", isCond(v1alpha1.ConditionReady, metav1.ConditionTrue, controller.ReasonReady))
 }

@@ -85,7 +85,10 @@ func parseShardsView(v any, shards int) (ShardsView, error) {
 	}
 	var view ShardsView
 	for _, m := range a[1 : 1+k] {
-		s, _ := m.(string)
+		s, ok := m.(string)
+		if !ok {
+			return ShardsView{}, bad
+		}
 		val, err := parseValue(s)
 		if err != nil {
 			return ShardsView{}, fmt.Errorf("a sharded lock's member: %w", err)
@@ -94,10 +97,10 @@ func parseShardsView(v any, shards int) (ShardsView, error) {
 	}
 	slices.Sort(view.Members)
 	for i := 1 + int(k); i < len(a); i += 3 {
-		s, _ := a[i].(string)
+		s, ok0 := a[i].(string)
 		fence, ok1 := a[i+1].(int64)
 		left, ok2 := a[i+2].(int64)
-		if !ok1 || !ok2 {
+		if !ok0 || !ok1 || !ok2 || fence < 0 || left < 0 || (s == "") != (left == 0) {
 			return ShardsView{}, bad
 		}
 		h := ShardHolder{Fence: fence, FreeIn: time.Duration(left) * time.Millisecond}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -599,6 +600,48 @@ func TestShardedRefusesAServersMalformedReplies(t *testing.T) {
 				t.Errorf("shards started %v on a malformed reply; want none", c)
 			}
 			t.Logf("%v", r.s.State().Err)
+		})
+	}
+}
+
+// InspectShards reads only what inspectshards.lua gives: a reply of
+// another shape, a negative token or validity, a holder without a
+// validity (or one the other way), a holder or member that is not a
+// string or not a value of this package, is an error, and no view.
+func TestInspectShardsRefusesMalformedReplies(t *testing.T) {
+	holder := "$" + strconv.Itoa(len("v1:")+32+2) + "\r\nv1:" + strings.Repeat("a", 32) + ":x\r\n"
+	for name, tc := range map[string]struct {
+		reply string
+		want  error // nil: a view of one held shard
+	}{
+		"inspectshards.lua's own":     {"*7\r\n:0\r\n" + holder + ":3\r\n:900\r\n$0\r\n\r\n:0\r\n:0\r\n", nil},
+		"not an array":                {"+OK\r\n", redislock.ErrNoQuorum},
+		"a count beyond the reply":    {"*7\r\n:1000000\r\n" + holder + ":3\r\n:900\r\n$0\r\n\r\n:0\r\n:0\r\n", redislock.ErrNoQuorum},
+		"a negative token":            {"*7\r\n:0\r\n" + holder + ":-3\r\n:900\r\n$0\r\n\r\n:0\r\n:0\r\n", redislock.ErrNoQuorum},
+		"a negative validity":         {"*7\r\n:0\r\n$0\r\n\r\n:3\r\n:-900\r\n$0\r\n\r\n:0\r\n:0\r\n", redislock.ErrNoQuorum},
+		"a holder without validity":   {"*7\r\n:0\r\n" + holder + ":3\r\n:0\r\n$0\r\n\r\n:0\r\n:0\r\n", redislock.ErrNoQuorum},
+		"a validity without a holder": {"*7\r\n:0\r\n$0\r\n\r\n:3\r\n:900\r\n$0\r\n\r\n:0\r\n:0\r\n", redislock.ErrNoQuorum},
+		"a number for a holder":       {"*7\r\n:0\r\n:5\r\n:3\r\n:900\r\n$0\r\n\r\n:0\r\n:0\r\n", redislock.ErrNoQuorum},
+		"a number for a member":       {"*8\r\n:1\r\n:5\r\n$0\r\n\r\n:0\r\n:0\r\n$0\r\n\r\n:0\r\n:0\r\n", redislock.ErrNoQuorum},
+		"a foreign holder":            {"*7\r\n:0\r\n$3\r\nabc\r\n:3\r\n:900\r\n$0\r\n\r\n:0\r\n:0\r\n", redislock.ErrMalformedValue},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s := hostile.Start(t, hostile.EachCommand(func(args []string) []byte {
+				if strings.EqualFold(args[0], "evalsha") {
+					return []byte(tc.reply)
+				}
+				return []byte("-ERR not here\r\n")
+			}))
+			rc := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+			t.Cleanup(func() { _ = rc.Close() })
+			v, err := shardedClient(t, rc, "observer", clock.RealClock{}, true).InspectShards(context.Background(), "fleet", 2)
+			switch {
+			case tc.want == nil && (err != nil || v.Held() != 1 || v.Shards[0].Identity != "x" || v.Shards[0].Fence != 3):
+				t.Fatalf("InspectShards of a well-formed reply: %+v, %v; want shard 0 held by x with token 3", v, err)
+			case tc.want != nil && (!errors.Is(err, tc.want) || len(v.Shards) != 0):
+				t.Fatalf("InspectShards: %+v, %v; want no view and an error wrapping %v", v, err, tc.want)
+			}
 		})
 	}
 }
