@@ -530,7 +530,6 @@ func TestKubernetesFloorIsTheChartsKubeVersion(t *testing.T) {
 // lock named as the controller names locks in Redis: the cluster's
 // identity, the namespace and the name, or global/<lockName>.
 func TestLeaderExamplesParseAsTheAgentsAnswer(t *testing.T) {
-	answer := regexp.MustCompile(`\{"leading":[^}]*\}`)
 	lockName := regexp.MustCompile(`^([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/[a-z0-9-]+/[a-z0-9.-]+|global/[a-z0-9.-]+)$`)
 	found := 0
 	for _, path := range userDocs(t) {
@@ -538,23 +537,36 @@ func TestLeaderExamplesParseAsTheAgentsAnswer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, m := range answer.FindAllString(string(b), -1) {
+		// Each answer is the JSON value that starts at {"leading":, read
+		// whole (a sharded lock's has objects inside).
+		text := strings.ReplaceAll(string(b), `"..."`, `"2026-01-01T00:00:00Z"`)
+		for i := strings.Index(text, `{"leading":`); i >= 0; i = nextAnswer(text, i) {
 			found++
-			dec := json.NewDecoder(strings.NewReader(strings.ReplaceAll(m, `"..."`, `"2026-01-01T00:00:00Z"`)))
+			dec := json.NewDecoder(strings.NewReader(text[i:]))
 			dec.DisallowUnknownFields()
 			var st leaderhttp.Status
 			if err := dec.Decode(&st); err != nil {
-				t.Errorf("%s: %s is not a /leader answer: %v", path, m, err)
+				t.Errorf("%s: %.120s is not a /leader answer: %v", path, text[i:], err)
 				continue
 			}
 			if !lockName.MatchString(st.Lock) {
-				t.Errorf("%s: %s: lock %q is not a lock's name in Redis (<cluster id>/<namespace>/<name> or global/<lockName>)", path, m, st.Lock)
+				t.Errorf("%s: %s...: lock %q is not a lock's name in Redis (<cluster id>/<namespace>/<name> or global/<lockName>)", path, text[i:i+40], st.Lock)
 			}
 		}
 	}
 	if found == 0 {
 		t.Error("no /leader answer in the docs")
 	}
+}
+
+// nextAnswer is the index of the next {"leading": in text after the one
+// at i, or -1.
+func nextAnswer(text string, i int) int {
+	j := strings.Index(text[i+1:], `{"leading":`)
+	if j < 0 {
+		return -1
+	}
+	return i + 1 + j
 }
 
 // Every permission table in the user docs, marked by a line
