@@ -84,12 +84,13 @@ cluster-test:
 	$(TOOLS) node envtest helm && \
 	REDISLOCK_CLUSTER=start $(GO) test -race -count=1 -timeout=20m -v ./test/cluster/
 
-## bench: every benchmark, then docs/bench/REPORT.md with PNG plots (about 50 minutes on 2 cores): our lock against
+## bench: every benchmark, then docs/bench/REPORT.md with PNG plots (about 85 minutes on 2 cores): our lock against
 ## bsm/redislock, redsync, rueidislock and raw go-redis, Redlock over 1 to 7 nodes, 10,000 and 1,000 waiters on one
 ## Client, the controller with 1,000, 5,000 and 10,000 RedisLocks on one Redis and on a Cluster, failover, Redis
 ## plugin against Lease, 8 trials at 4s/3s/1s, leadership through a 30s API-server outage, Redis plugin against Lease,
 ## and the steady-state cost (Redis commands/s, API writes and reads/min) of the Redis agent and plugin against Lease
-## at 1, 5 and 20 candidates, and server-side fencing's lag (knobs: test/bench/run.sh).
+## at 1, 5 and 20 candidates, server-side fencing's lag, sharded leadership against a Lease per bucket and the sharded
+## operator under faults for 10 minutes per Redis deployment (knobs: test/bench/run.sh).
 bench: redis tools
 	KUBEBUILDER_ASSETS=$$($(TOOLS) --print-assets) test/bench/run.sh
 

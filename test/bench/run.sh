@@ -12,10 +12,11 @@
 #     TestControllerAmongHostileTenants, TestFailoverBenchmark (shorter
 #     than `make bench-failover`), TestLeadershipThroughAPIServerOutage,
 #     TestSteadyStateBenchmark, the fencing tests (TestFencingPolicy*,
-#     Test*WithFencingLeadsOnceAdmitted) and TestShardingAgainstLeaseBuckets,
+#     Test*WithFencingLeadsOnceAdmitted), TestShardingAgainstLeaseBuckets
+#     and TestShardedChaos (SHARDED_CHAOS_DURATION per Redis deployment),
 #     saved as $OUT/controller.json, $OUT/hostile.json, $OUT/failover.json,
-#     $OUT/outage.json, $OUT/steady.json, $OUT/fencing.json and
-#     $OUT/sharding.json.
+#     $OUT/outage.json, $OUT/steady.json, $OUT/fencing.json,
+#     $OUT/sharding.json and $OUT/sharded-chaos.json.
 #  3. cmd/benchreport, which prints the lock tables and writes
 #     $OUT/REPORT.md and its PNG plots.
 # If step 2 fails, the report still covers what finished, and the run fails.
@@ -33,6 +34,8 @@
 # STEADY_CANDIDATES, STEADY_DURATIONS, STEADY_WINDOW
 #                         see test/e2e/steady_bench_test.go (1,5,20,
 #                         15s,10s,2s: controller-runtime's defaults, 60s)
+# SHARDED_CHAOS_DURATION  the sharded chaos run per Redis deployment, of
+#                         three (10m: #45's goal; about 35 minutes in all)
 # OUT                     the report's directory, emptied of an earlier
 #                         report first (docs/bench)
 set -euo pipefail
@@ -55,13 +58,14 @@ export FAILOVER_IDLE_WINDOW=${FAILOVER_IDLE_WINDOW:-60s}
 export STEADY_CANDIDATES=${STEADY_CANDIDATES:-1,5,20}
 export STEADY_DURATIONS=${STEADY_DURATIONS:-15s,10s,2s}
 export STEADY_WINDOW=${STEADY_WINDOW:-60s}
-command="make bench (INTERLEAVED_ROUNDS=$INTERLEAVED_ROUNDS INTERLEAVED_SLOT=$INTERLEAVED_SLOT COUNT=$count BENCHTIME=$benchtime CONTROLLER_BENCH_LOCKS=$CONTROLLER_BENCH_LOCKS CONTROLLER_BENCH_BACKENDS=$CONTROLLER_BENCH_BACKENDS CONTROLLER_BENCH_WINDOW=$CONTROLLER_BENCH_WINDOW WAITERS_HANDOVERS=$WAITERS_HANDOVERS WAITERS_NAMES=$WAITERS_NAMES WAITERS_HERD=$WAITERS_HERD FAILOVER_TRIALS=$FAILOVER_TRIALS FAILOVER_DURATIONS=$FAILOVER_DURATIONS FAILOVER_IDLE_WINDOW=$FAILOVER_IDLE_WINDOW STEADY_CANDIDATES=$STEADY_CANDIDATES STEADY_DURATIONS=$STEADY_DURATIONS STEADY_WINDOW=$STEADY_WINDOW)"
+sharded_chaos=${SHARDED_CHAOS_DURATION:-10m}
+command="make bench (INTERLEAVED_ROUNDS=$INTERLEAVED_ROUNDS INTERLEAVED_SLOT=$INTERLEAVED_SLOT COUNT=$count BENCHTIME=$benchtime CONTROLLER_BENCH_LOCKS=$CONTROLLER_BENCH_LOCKS CONTROLLER_BENCH_BACKENDS=$CONTROLLER_BENCH_BACKENDS CONTROLLER_BENCH_WINDOW=$CONTROLLER_BENCH_WINDOW WAITERS_HANDOVERS=$WAITERS_HANDOVERS WAITERS_NAMES=$WAITERS_NAMES WAITERS_HERD=$WAITERS_HERD FAILOVER_TRIALS=$FAILOVER_TRIALS FAILOVER_DURATIONS=$FAILOVER_DURATIONS FAILOVER_IDLE_WINDOW=$FAILOVER_IDLE_WINDOW STEADY_CANDIDATES=$STEADY_CANDIDATES STEADY_DURATIONS=$STEADY_DURATIONS STEADY_WINDOW=$STEADY_WINDOW SHARDED_CHAOS_DURATION=$sharded_chaos)"
 started=$(date +%s)
 source=$(git -C "$root" describe --always --dirty)
 
 mkdir -p "$out"
 # A part that does not finish must not be reported from an earlier run.
-rm -f "$out/REPORT.md" "$out/interleaved.json" "$out/bench.txt" "$out/controller.json" "$out/hostile.json" "$out/waiters.json" "$out/clusterevents.json" "$out/failover.json" "$out/outage.json" "$out/steady.json" "$out/fencing.json" "$out/sharding.json" "$out"/*.png
+rm -f "$out/REPORT.md" "$out/interleaved.json" "$out/bench.txt" "$out/controller.json" "$out/hostile.json" "$out/waiters.json" "$out/clusterevents.json" "$out/failover.json" "$out/outage.json" "$out/steady.json" "$out/fencing.json" "$out/sharding.json" "$out/sharded-chaos.json" "$out"/*.png
 
 INTERLEAVED_JSON="$out/interleaved.json" go test -count=1 -timeout 30m -run '^TestInterleaved$' -v .
 go test -run '^$' -bench . -benchmem -count "$count" -benchtime "$benchtime" . | tee "$out/bench.txt"
@@ -70,7 +74,8 @@ CLUSTER_EVENTS_JSON="$out/clusterevents.json" go test -count=1 -timeout 10m -run
 
 e2e=0
 (cd "$root" && CONTROLLER_BENCH_JSON="$out/controller.json" HOSTILE_BENCH_JSON="$out/hostile.json" FAILOVER_JSON="$out/failover.json" OUTAGE_JSON="$out/outage.json" STEADY_JSON="$out/steady.json" FENCING_JSON="$out/fencing.json" SHARDING_BENCH=1 SHARDING_JSON="$out/sharding.json" \
-	go test -count=1 -timeout 90m -run '^(TestControllerBenchmark|TestControllerAmongHostileTenants|TestFailoverBenchmark|TestLeadershipThroughAPIServerOutage|TestSteadyStateBenchmark|TestFencingPolicyAdmitsOnlyTheHolder|TestPluginWithFencingLeadsOnceAdmitted|TestAgentWithFencingLeadsOnceAdmitted|TestShardingAgainstLeaseBuckets)$' -v ./test/e2e/) || e2e=$?
+	SHARDED_CHAOS_JSON="$out/sharded-chaos.json" CHAOS_DURATION="$sharded_chaos" \
+	go test -count=1 -timeout 150m -run '^(TestControllerBenchmark|TestControllerAmongHostileTenants|TestFailoverBenchmark|TestLeadershipThroughAPIServerOutage|TestSteadyStateBenchmark|TestFencingPolicyAdmitsOnlyTheHolder|TestPluginWithFencingLeadsOnceAdmitted|TestAgentWithFencingLeadsOnceAdmitted|TestShardingAgainstLeaseBuckets|TestShardedChaos)$' -v ./test/e2e/) || e2e=$?
 
 go run ./cmd/benchreport -dir "$out" -command "$command" -source "$source" -elapsed "$(($(date +%s) - started))s"
 exit "$e2e"

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/redislock/redislock/internal/testing/benchresult"
 	"github.com/redislock/redislock/internal/testing/rung"
 	"github.com/redislock/redislock/internal/testing/testenv"
 	"github.com/redislock/redislock/pkg/mgrsharding"
@@ -45,7 +47,8 @@ const (
 // overlapping times, no token on two replicas and none going down; from a
 // sampler of the shards every 50ms, every shard owned again within the
 // bound of the chaos run's L1 after each fault; and at the end every
-// ConfigMap annotated by its shard's holder.
+// ConfigMap annotated by its shard's holder. With SHARDED_CHAOS_JSON set
+// it writes the figures there, for test/bench/cmd/benchreport.
 func TestShardedChaos(t *testing.T) {
 	// Not parallel: in the soak rung it runs before TestChaos's
 	// deployments, not beside them, which are timed for two at a time.
@@ -60,16 +63,27 @@ func TestShardedChaos(t *testing.T) {
 	bins := chaosBinaries{sharded: bin}
 	deployments := []func(*testing.T, *chaosRun) chaosBackend{singleBackend, sentinelBackend, clusterBackend}
 	names := []string{"single", "sentinel", "cluster"}
-	rows := make([]string, len(deployments))
-	t.Cleanup(func() {
-		t.Logf("sharded chaos summary (%d shards, ttl %v; unowned: the longest time some shard had no holder after a fault, by kind):\n%-9s %6s %10s %9s %8s  %s\n%s",
-			chaosShards, faultTiming.lease, "backend", "faults", "reconciles", "overlaps", "tokens", "unowned", strings.Join(rows, "\n"))
-	})
+	res := benchresult.ShardedChaos{Shards: chaosShards, Window: window.String(), Timing: benchresult.Timing{
+		LeaseDuration: faultTiming.lease.String(), RenewDeadline: faultTiming.renew.String(), RetryPeriod: faultTiming.retry.String(),
+	}}
 	for i, deployment := range deployments {
 		rng := rand.New(rand.NewPCG(seed, uint64(100+i)))
 		t.Run(names[i], func(t *testing.T) {
-			rows[i] = runShardedChaos(t, names[i], deployment, bins, window, rng)
+			res.Deployments = append(res.Deployments, runShardedChaos(t, names[i], deployment, bins, window, rng))
 		})
+	}
+	var rows []string
+	for _, d := range res.Deployments {
+		var unowned []string
+		for _, k := range slices.Sorted(maps.Keys(d.UnownedSeconds)) {
+			unowned = append(unowned, fmt.Sprintf("%s %v", k, time.Duration(d.UnownedSeconds[k]*float64(time.Second)).Round(10*time.Millisecond)))
+		}
+		rows = append(rows, fmt.Sprintf("%-9s %6d %10d %9d %8d  %s", d.Name, d.Faults, d.Reconciles, d.Overlaps, d.TokenFaults, strings.Join(unowned, ", ")))
+	}
+	t.Logf("sharded chaos summary (%d shards, ttl %v; unowned: the longest time some shard had no holder after a fault, by kind):\n%-9s %6s %10s %9s %8s  %s\n%s",
+		chaosShards, faultTiming.lease, "backend", "faults", "reconciles", "overlaps", "tokens", "unowned", strings.Join(rows, "\n"))
+	if path := os.Getenv("SHARDED_CHAOS_JSON"); path != "" && len(res.Deployments) == len(deployments) {
+		writeJSON(t, path, res)
 	}
 }
 
@@ -80,7 +94,7 @@ type shardSample struct {
 	unowned int
 }
 
-func runShardedChaos(t *testing.T, name string, deployment func(*testing.T, *chaosRun) chaosBackend, bins chaosBinaries, window time.Duration, rng *rand.Rand) string {
+func runShardedChaos(t *testing.T, name string, deployment func(*testing.T, *chaosRun) chaosBackend, bins chaosBinaries, window time.Duration, rng *rand.Rand) benchresult.ShardedChaosDeployment {
 	r := &chaosRun{t: t, bins: bins, ns: newNamespace(t), dir: t.TempDir(), procs: map[string]*chaosCandidate{}, retired: map[string]bool{}}
 	b := deployment(t, r)
 	manifest := fmt.Sprintf("apiVersion: redislock.io/v1alpha1\nkind: RedisLock\nmetadata:\n  name: chaos\nspec:\n  shards: %d\n  ttl: %s\n  renewDeadline: %s\n  renewInterval: %s\n  redis:\n%s",
@@ -201,7 +215,6 @@ func runShardedChaos(t *testing.T, name string, deployment func(*testing.T, *cha
 		}
 	}
 	faults["flush"] = r.redisSideFaults(b.nodes)["flush"]
-	kinds := slices.Sorted(maps.Keys(faults))
 	done := injectFaults(t, faults, window, rng, func() {
 		waitUntil(t, 3*faultTiming.lease+30*time.Second, "every shard owned after the fault", owned)
 		pause(faultTiming.lease)
@@ -275,11 +288,9 @@ func runShardedChaos(t *testing.T, name string, deployment func(*testing.T, *cha
 			t.Errorf("a shard unowned for %v after the %s fault on %s at %s; the bound is %v", gap.Round(time.Millisecond), f.kind, f.target, clock(f.at), limit)
 		}
 	}
-	var l1 []string
-	for _, k := range kinds {
-		if g, ok := worst[k]; ok {
-			l1 = append(l1, fmt.Sprintf("%s %v", k, g.Round(10*time.Millisecond)))
-		}
+	d := benchresult.ShardedChaosDeployment{Name: name, Faults: len(done), Reconciles: len(all), Overlaps: overlaps, TokenFaults: tokens, UnownedSeconds: map[string]float64{}}
+	for k, g := range worst {
+		d.UnownedSeconds[k] = g.Seconds()
 	}
-	return fmt.Sprintf("%-9s %6d %10d %9d %8d  %s", name, len(done), len(all), overlaps, tokens, strings.Join(l1, ", "))
+	return d
 }

@@ -286,3 +286,27 @@ type ShardingSide struct {
 	RedisScriptsPerMinute float64 `json:"redisScriptsPerMinute"`
 	Overlaps              int     `json:"overlaps"`
 }
+
+// ShardedChaos is what TestShardedChaos of test/e2e writes to
+// $SHARDED_CHAOS_JSON: the sharded operator example's replicas under
+// faults, per Redis deployment, with its timing.
+type ShardedChaos struct {
+	Timing
+	Shards      int                      `json:"shards"`
+	Window      string                   `json:"window"` // CHAOS_DURATION per deployment
+	Deployments []ShardedChaosDeployment `json:"deployments"`
+}
+
+// ShardedChaosDeployment is one deployment's run: the faults injected,
+// the reconciles logged (those that ended as their shard's holder), the
+// pairs of them of one object by two replicas at overlapping times, the
+// token faults (a token on two replicas, or going down), and by fault
+// kind the longest time some shard had no holder after it.
+type ShardedChaosDeployment struct {
+	Name           string             `json:"name"`
+	Faults         int                `json:"faults"`
+	Reconciles     int                `json:"reconciles"`
+	Overlaps       int                `json:"overlaps"`
+	TokenFaults    int                `json:"tokenFaults"`
+	UnownedSeconds map[string]float64 `json:"unownedSeconds"`
+}

@@ -115,6 +115,10 @@ func TestReportHasEverySectionAndPlot(t *testing.T) {
 		{Name: "redislock sharded", UpSeconds: []float64{0.008, 0.009}, DownSeconds: []float64{0.003, 0.004}, CrashSeconds: []float64{5.9, 5.96}, Replicas: 3, RedisScriptsPerMinute: 180},
 		{Name: "Lease per bucket", SpreadUp: 47, CrashSeconds: []float64{6.2, 6.6}, SpreadCrash: 40, Replicas: 3, APIWritesPerMinute: 3456},
 	}})
+	write("sharded-chaos.json", shardedChaos{Shards: 64, Window: "10m0s", Timing: timing{LeaseDuration: "2s", RenewDeadline: "1.5s", RetryPeriod: "300ms"}, Deployments: []chaosDeployment{
+		{Name: "single", Faults: 200, Reconciles: 20000, UnownedSeconds: map[string]float64{"kill": 0.05, "restart": 3.06}},
+		{Name: "cluster", Faults: 150, Reconciles: 15000, UnownedSeconds: map[string]float64{"stop": 0.16, "migrate": 0}},
+	}})
 	write("clusterevents.json", clusterEvents{Masters: 3, Replicas: 1, Cycles: 100, Cases: []clusterEventsCase{
 		{Name: "PUBLISH", Events: 200, BusMessages: 1000, NodesReached: 6},
 		{Name: "SPUBLISH", Events: 200, BusMessages: 200, NodesReached: 3},
@@ -182,6 +186,9 @@ func TestReportHasEverySectionAndPlot(t *testing.T) {
 		"| graceful moves (scale up and down) p99 ≤ 50 ms | 9ms | PASS |",
 		"| crash moves p99 ≤ ttl + 250 ms | 5.96s | PASS |",
 		"| Redis scripts idle ≤ replicas ÷ renewInterval (180/min, +10% for the window's edges) | 180/min | PASS |",
+		"| single | 200 | 20000 | 0 | 0 | kill 50ms, restart 3.06s |",
+		"| 0 objects processed twice and 0 fence regressions, 10m0s chaos run per deployment | 0 in 10m0s per deployment | PASS |",
+		"| no shard unowned longer than ttl + 1 s after a replica's fault (kill, stop, rolling, scale, cut) | 160ms | PASS |",
 		"| SPUBLISH | 200 | 200 | 1.00 | 3 of 6 |",
 		"| a grant or release reaches only its shard: ≤ 1 bus message (its replicas) per event | 1.00 | PASS |",
 		"| the new holder's first write admitted | 50ms | 60ms | 23 of its 25 writes refused before |",
@@ -217,7 +224,7 @@ func TestReportSaysWhatWasNotRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"Not run (no failover.json).", "Not run (no outage.json).", "Not run (no steady.json).", "Not run (no controller.json).", "Not run (no hostile.json).", "Not run (no waiters.json).", "Not run (no clusterevents.json).", "Not run (no fencing.json).", "Not run (no sharding.json)."} {
+	for _, want := range []string{"Not run (no failover.json).", "Not run (no outage.json).", "Not run (no steady.json).", "Not run (no controller.json).", "Not run (no hostile.json).", "Not run (no waiters.json).", "Not run (no clusterevents.json).", "Not run (no fencing.json).", "Not run (no sharding.json).", "Not run (no sharded-chaos.json)."} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("REPORT.md lacks %q", want)
 		}

@@ -33,6 +33,8 @@ type (
 	fencingCandidate  = benchresult.FencingCandidate
 	sharding          = benchresult.Sharding
 	shardingSide      = benchresult.ShardingSide
+	shardedChaos      = benchresult.ShardedChaos
+	chaosDeployment   = benchresult.ShardedChaosDeployment
 )
 
 // methodLabel names an election method for people.

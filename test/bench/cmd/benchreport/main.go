@@ -111,6 +111,9 @@ func run(stdout io.Writer, dir string, rp report) error {
 	if rp.sharding, err = loadJSON[sharding](filepath.Join(dir, "sharding.json")); err != nil {
 		return err
 	}
+	if rp.chaos, err = loadJSON[shardedChaos](filepath.Join(dir, "sharded-chaos.json")); err != nil {
+		return err
+	}
 	if err := rp.write(dir); err != nil {
 		return err
 	}

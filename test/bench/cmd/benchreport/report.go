@@ -23,6 +23,7 @@ type report struct {
 	events     *clusterEvents
 	fencing    *fencing
 	sharding   *sharding
+	chaos      *shardedChaos
 	machine    machine
 	source     string
 	command    string
@@ -79,7 +80,7 @@ func (rp report) markdown(w *strings.Builder, plots map[string]plotFile) {
 	if rp.elapsed > 0 {
 		fmt.Fprintf(w, "; the run took %v", rp.elapsed.Round(time.Second))
 	}
-	fmt.Fprintln(w, ". The inputs are next to this file: `interleaved.json` (TestInterleaved of `test/bench`), `bench.txt` (`go test -bench` output of `test/bench`), `failover.json`, `outage.json`, `steady.json`, `controller.json`, `hostile.json`, `waiters.json`, `clusterevents.json`, `fencing.json`, `sharding.json`.")
+	fmt.Fprintln(w, ". The inputs are next to this file: `interleaved.json` (TestInterleaved of `test/bench`), `bench.txt` (`go test -bench` output of `test/bench`), `failover.json`, `outage.json`, `steady.json`, `controller.json`, `hostile.json`, `waiters.json`, `clusterevents.json`, `fencing.json`, `sharding.json`, `sharded-chaos.json`.")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "The numbers are from this one machine; they move with it, so compare ratios within a run.")
 	fmt.Fprintln(w)
@@ -224,6 +225,13 @@ func (rp report) markdown(w *strings.Builder, plots map[string]plotFile) {
 		img("sharding", "shards moved over time, on a scale up and a crash")
 	} else {
 		fmt.Fprintln(w, "Not run (no sharding.json).")
+	}
+	fmt.Fprintln(w, "\n### The sharded operator under faults")
+	fmt.Fprintln(w)
+	if c := rp.chaos; c != nil {
+		writeShardedChaos(w, c)
+	} else {
+		fmt.Fprintln(w, "Not run (no sharded-chaos.json).")
 	}
 
 	fmt.Fprintln(w, "\n## Lock events on a Redis Cluster")
