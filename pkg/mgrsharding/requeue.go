@@ -6,13 +6,13 @@ import (
 	"math"
 	"time"
 
-	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 )
@@ -41,10 +41,11 @@ var listBackoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Cap:
 // once at its start, for the shards already held), lists the objects of
 // list's type from reader (the manager's cache: no API request), with
 // opts (a label selector, say: the objects the controller's predicates
-// let through), and enqueues those of the gained shards, so that a shard's objects are
-// reconciled by their new holder with no change to them. Gains that come
-// while a List runs are listed together next. A List that fails is tried
-// again, from 100ms doubling to 10s, and logged.
+// let through), and enqueues those of the gained shards, so that a
+// shard's objects are reconciled by their new holder with no change to
+// them. Gains that come while a List runs are listed together next. A
+// List that fails is tried again, from 100ms doubling to 10s, and logged
+// (controller-runtime's logger of the context, else its global one).
 func (s *Sharding) Requeue(reader client.Reader, list client.ObjectList, opts ...client.ListOption) source.Source {
 	return source.Func(func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
 		r := &requeue{pending: map[int]bool{}, kick: make(chan struct{}, 1)}
@@ -72,7 +73,7 @@ func (s *Sharding) Requeue(reader client.Reader, list client.ObjectList, opts ..
 				s.mu.Unlock()
 				err := wait.ExponentialBackoffWithContext(ctx, listBackoff, func(ctx context.Context) (bool, error) {
 					if err := s.enqueue(ctx, reader, list, opts, shards, q); err != nil {
-						logr.FromContextOrDiscard(ctx).Error(err, "cannot requeue the objects of gained shards", "lock", s.name)
+						logf.FromContext(ctx).Error(err, "cannot requeue the objects of gained shards", "lock", s.name)
 						return false, nil
 					}
 					return true, nil
