@@ -111,6 +111,13 @@ type ledger struct {
 	entries []reconciled
 }
 
+// all is a copy of the entries so far; replicas may be adding more.
+func (l *ledger) all() []reconciled {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.entries)
+}
+
 func (l *ledger) add(e reconciled) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -320,15 +327,16 @@ func TestReplicasReconcileEachObjectByItsShardsHolder(t *testing.T) {
 	<-touched
 	check("a and c to own every ConfigMap after the last change", a, c)
 
+	entries := led.all()
 	if f := led.faults(); len(f) > 0 {
-		t.Fatalf("%d faults in %d reconciles, first: %s", len(f), len(led.entries), f[0])
+		t.Fatalf("%d faults in %d reconciles, first: %s", len(f), len(entries), f[0])
 	}
-	for _, e := range led.entries {
+	for _, e := range entries {
 		if e.shard.Index != mgrsharding.ShardOf(e.obj.Namespace, e.obj.Name, shards) {
 			t.Fatalf("%s reconciled %s under shard %d; its shard is %d", e.replica, e.obj, e.shard.Index, mgrsharding.ShardOf(e.obj.Namespace, e.obj.Name, shards))
 		}
 	}
-	t.Logf("%d reconciles, none of one object by two replicas at once", len(led.entries))
+	t.Logf("%d reconciles, none of one object by two replicas at once", len(entries))
 
 	// Idle, over three calls to Redis from each replica (three
 	// renewIntervals) once the last touches' reconciles have run: no
@@ -343,9 +351,7 @@ func TestReplicasReconcileEachObjectByItsShardsHolder(t *testing.T) {
 		return c.Scripts()
 	}
 	reconciles := func() int {
-		led.mu.Lock()
-		defer led.mu.Unlock()
-		return len(led.entries)
+		return len(led.all())
 	}
 	quiet := func(rounds int64) (int, int64) {
 		n, w, from := reconciles(), writes.Load(), calls()
