@@ -35,10 +35,14 @@ func TestLongPollAndHonestErrorsOfTheAgent(t *testing.T) {
 		standby = ids[1]
 	}
 	url := "http://" + fl.proc(standby).addr + "/leader"
-	now, _, err := leaderhttp.Get(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The standby may still be reading its RedisLock ("starting") when
+	// the leader leads: wait for it to campaign.
+	var now leaderhttp.Status
+	waitUntil(t, 3*ttl+5*time.Second, "the standby to name the holder, with no error", func() bool {
+		var err error
+		now, _, err = leaderhttp.Get(context.Background(), url)
+		return err == nil && now.Error != "starting"
+	})
 	if now.Holder != leader || now.Error != "" {
 		t.Fatalf("standby %s: %+v; want holder %s and no error", standby, now, leader)
 	}
@@ -92,6 +96,7 @@ func TestLongPollAndHonestErrorsOfTheAgent(t *testing.T) {
 	defer func() { _ = s.Resume() }()
 	var st leaderhttp.Status
 	waitUntil(t, 4*ttl+10*time.Second, other+"'s /leader to carry the Redis error", func() bool {
+		var err error
 		st, _, err = leaderhttp.Get(context.Background(), "http://"+fl.proc(other).addr+"/leader")
 		return err == nil && strings.Contains(st.Error, "no quorum")
 	})
