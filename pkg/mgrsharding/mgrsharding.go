@@ -119,9 +119,6 @@ func (s *Sharding) Start(ctx context.Context) error {
 // NeedLeaderElection is false: every replica campaigns for shards.
 func (s *Sharding) NeedLeaderElection() bool { return false }
 
-// Shards is how many shards the lock has.
-func (s *Sharding) Shards() int { return s.shards }
-
 // State is what the candidate knows now (redislock.Sharded.State).
 func (s *Sharding) State() redislock.ShardedState { return s.sharded.State() }
 

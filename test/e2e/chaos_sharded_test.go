@@ -6,7 +6,6 @@ import (
 	"maps"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -54,12 +53,7 @@ func TestShardedChaos(t *testing.T) {
 	// deployments, not beside them, which are timed for two at a time.
 	rung.NeedServers(t)
 	window, seed := chaosSettings(t)
-	bin := filepath.Join(t.TempDir(), "sharded-operator")
-	build := exec.Command("go", "build", "-o", bin, "./cmd")
-	build.Dir = filepath.Join(repoRoot, shardedOperatorDir)
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd in %s: %v\n%s", shardedOperatorDir, err, out)
-	}
+	bin := buildExample(t, filepath.Join(repoRoot, shardedOperatorDir))
 	bins := chaosBinaries{sharded: bin}
 	deployments := []func(*testing.T, *chaosRun) chaosBackend{singleBackend, sentinelBackend, clusterBackend}
 	names := []string{"single", "sentinel", "cluster"}

@@ -46,12 +46,7 @@ const (
 // killed.
 func TestOperatorExample(t *testing.T) {
 	dir := filepath.Join(repoRoot, operatorDir)
-	bin := filepath.Join(t.TempDir(), "manager")
-	build := exec.Command("go", "build", "-o", bin, "./cmd")
-	build.Dir = dir
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd in %s: %v\n%s", operatorDir, err, out)
-	}
+	bin := buildExample(t, dir)
 
 	t.Run("the diff in docs/operators.md is the tree's", func(t *testing.T) {
 		want := scaffoldDiff(t)
@@ -118,6 +113,19 @@ func TestOperatorExample(t *testing.T) {
 	t.Run("two replicas on a RedisLock elect one and hand over", func(t *testing.T) {
 		operatorElection(t, dir, bin)
 	})
+}
+
+// buildExample builds the example operator in dir (its ./cmd, in its own
+// module) into t's temporary directory and returns the binary's path.
+func buildExample(t *testing.T, dir string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), filepath.Base(dir))
+	build := exec.Command("go", "build", "-o", bin, "./cmd")
+	build.Dir = dir
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd in %s: %v\n%s", dir, err, out)
+	}
+	return bin
 }
 
 // roleIsGenerated fails t unless the example operator in dir has the

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -36,12 +35,7 @@ const shardedOperatorDir = "examples/sharded-operator"
 // request is refused by the RBAC.
 func TestShardedOperatorExample(t *testing.T) {
 	dir := filepath.Join(repoRoot, shardedOperatorDir)
-	bin := filepath.Join(t.TempDir(), "manager")
-	build := exec.Command("go", "build", "-o", bin, "./cmd")
-	build.Dir = dir
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd in %s: %v\n%s", shardedOperatorDir, err, out)
-	}
+	bin := buildExample(t, dir)
 	t.Run("config/rbac/role.yaml is what controller-gen makes of the markers", func(t *testing.T) {
 		roleIsGenerated(t, dir)
 	})
