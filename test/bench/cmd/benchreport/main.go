@@ -28,6 +28,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 )
@@ -69,7 +70,7 @@ func run(stdout io.Writer, dir string, rp report) error {
 		tables.WriteString("\n")
 		writeCommands(&tables, rp.il)
 		tables.WriteString("\n")
-		writeTargets(&tables, rp.il)
+		writeTargets(&tables, rp.il, runtime.NumCPU())
 		tables.WriteString("\n")
 	}
 	writeThroughput(&tables, r)

@@ -99,7 +99,7 @@ func (rp report) markdown(w *strings.Builder, plots map[string]plotFile) {
 		fmt.Fprintln(w)
 		fmt.Fprintln(w, "On the interleaved figures; PASS when the median meets the target.")
 		fmt.Fprintln(w)
-		writeTargets(w, rp.il)
+		writeTargets(w, rp.il, m.cores)
 	} else {
 		fmt.Fprintln(w, "Not run (no interleaved.json).")
 	}
