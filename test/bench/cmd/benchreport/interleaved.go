@@ -173,13 +173,14 @@ func perRound(il *interleaved, scenario, num, den string, f func(n, d interleave
 	return spreadOf(rs)
 }
 
-// cpuFloor bounds num's wall time from below by the CPU its ops ran,
-// client and servers together, over the cores they share (one core for a
-// serial op on one node, whose client and server parts alternate), as a
-// multiple of den's wall time in the same round.
+// cpuFloor is the CPU num's ops ran, client and servers together, over
+// the cores they share, as a multiple of den's wall time in the same
+// round: a floor of num's wall time over many cores, and about one for a
+// serial op on one node, whose client and server parts mostly alternate
+// (the client's runtime threads and the server's cron overlap a little).
 func cpuFloor(scenario, num, den string, perCores bool) func(*interleaved, int) string {
 	return func(il *interleaved, cores int) string {
-		div, over := 1.0, "client + Redis, which alternate"
+		div, over := 1.0, "client + Redis, which mostly alternate"
 		if perCores {
 			div, over = float64(cores), fmt.Sprintf("client + Redis over %d cores", cores)
 		}
