@@ -62,9 +62,9 @@ func findEntry(il *interleaved, scenario, entry string) (*interleavedEntry, bool
 	return nil, false
 }
 
-// ratio is m of num over m of den in each round (the two ran one after the
-// other in it), as a median and its range.
-func ratio(il *interleaved, scenario, num, den string, m metric) spread {
+// perRound is f of num's and den's samples in each round, as a median and
+// its range.
+func perRound(il *interleaved, scenario, num, den string, f func(n, d interleavedSample) float64) spread {
 	n, ok1 := findEntry(il, scenario, num)
 	d, ok2 := findEntry(il, scenario, den)
 	if !ok1 || !ok2 {
@@ -72,11 +72,22 @@ func ratio(il *interleaved, scenario, num, den string, m metric) spread {
 	}
 	var rs []float64
 	for i := range min(len(n.Samples), len(d.Samples)) {
-		if v := m(d.Samples[i]); v > 0 {
-			rs = append(rs, m(n.Samples[i])/v)
+		if v := f(n.Samples[i], d.Samples[i]); !math.IsNaN(v) && !math.IsInf(v, 0) {
+			rs = append(rs, v)
 		}
 	}
 	return spreadOf(rs)
+}
+
+// ratio is m of num over m of den in each round (the two ran one after the
+// other in it), as a median and its range.
+func ratio(il *interleaved, scenario, num, den string, m metric) spread {
+	return perRound(il, scenario, num, den, func(n, d interleavedSample) float64 {
+		if v := m(d); v > 0 {
+			return m(n) / v
+		}
+		return math.NaN()
+	})
 }
 
 // over is m over the rounds of one entry.
@@ -154,23 +165,6 @@ type target struct {
 	limit  float64
 	bound  func(il *interleaved, cores int) string
 	robust string
-}
-
-// perRound is f of num's and den's samples in each round, as a median and
-// its range.
-func perRound(il *interleaved, scenario, num, den string, f func(n, d interleavedSample) float64) spread {
-	n, ok1 := findEntry(il, scenario, num)
-	d, ok2 := findEntry(il, scenario, den)
-	if !ok1 || !ok2 {
-		return spreadOf(nil)
-	}
-	var rs []float64
-	for i := range min(len(n.Samples), len(d.Samples)) {
-		if v := f(n.Samples[i], d.Samples[i]); !math.IsNaN(v) && !math.IsInf(v, 0) {
-			rs = append(rs, v)
-		}
-	}
-	return spreadOf(rs)
 }
 
 // cpuFloor is the CPU num's ops ran, client and servers together, over
