@@ -121,7 +121,16 @@ func Run(ctx context.Context, c Config) (res Result, err error) {
 	if d.dir, err = os.MkdirTemp("", "redislock-demo-"); err != nil {
 		return res, fmt.Errorf("demo: %w", err)
 	}
-	env := &envtest.Environment{BinaryAssetsDirectory: c.Assets}
+	// etcd's and kube-apiserver's own output goes with the other logs,
+	// so that a control plane that does not start says why.
+	cpLog, err := os.Create(filepath.Join(d.dir, "control-plane.log"))
+	if err != nil {
+		return res, fmt.Errorf("demo: %w", err)
+	}
+	defer func() { _ = cpLog.Close() }() // after the processes stop
+	env := &envtest.Environment{BinaryAssetsDirectory: c.Assets, ControlPlaneStartTimeout: 2 * time.Minute}
+	env.ControlPlane.Etcd = &envtest.Etcd{Out: cpLog, Err: cpLog}
+	env.ControlPlane.APIServer = &envtest.APIServer{Out: cpLog, Err: cpLog}
 	defer func() { // in reverse order of dependence; the logs stay if something failed
 		for i := len(d.procs) - 1; i >= 0; i-- {
 			_ = d.procs[i].Stop(5 * time.Second) // how each exited is in its log
@@ -150,7 +159,7 @@ func Run(ctx context.Context, c Config) (res Result, err error) {
 	d.event("redis-server on %s", strings.Join(addrs, ", "))
 	cfg, err := env.Start()
 	if err != nil {
-		return res, fmt.Errorf("demo: start the control plane with the binaries in %s: %w", c.Assets, err)
+		return res, fmt.Errorf("demo: start the control plane with the binaries in %s: %w; the end of its log:\n%s", c.Assets, err, tail(cpLog.Name(), 4096))
 	}
 	d.k8s, err = testenv.Client(cfg)
 	if err == nil {
@@ -416,4 +425,14 @@ func pause(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// tail returns at most the last n bytes of the file at path, or why it
+// could not be read.
+func tail(path string, n int64) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	return string(b[max(0, int64(len(b))-n):])
 }
