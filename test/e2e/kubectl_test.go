@@ -79,7 +79,7 @@ func TestMain(m *testing.M) {
 	useExisting := false
 	env := &envtest.Environment{
 		UseExistingCluster:       &useExisting,
-		ControlPlaneStartTimeout: 2 * time.Minute,
+		ControlPlaneStartTimeout: testenv.ControlPlaneStartTimeout,
 		ControlPlaneStopTimeout:  time.Minute,
 	}
 	// The API server's identity Lease (and the peer proxy, which needs it)

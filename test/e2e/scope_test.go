@@ -36,7 +36,7 @@ func startOtherCluster(t *testing.T) *otherCluster {
 		BinaryAssetsDirectory:    testEnv.BinaryAssetsDirectory,
 		CRDDirectoryPaths:        []string{filepath.Join(repoRoot, "config", "crd", "bases")},
 		ErrorIfCRDPathMissing:    true,
-		ControlPlaneStartTimeout: 2 * time.Minute,
+		ControlPlaneStartTimeout: testenv.ControlPlaneStartTimeout,
 		ControlPlaneStopTimeout:  time.Minute,
 	}
 	if _, err := env.Start(); err != nil {

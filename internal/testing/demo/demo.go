@@ -128,7 +128,7 @@ func Run(ctx context.Context, c Config) (res Result, err error) {
 		return res, fmt.Errorf("demo: %w", err)
 	}
 	defer func() { _ = cpLog.Close() }() // after the processes stop
-	env := &envtest.Environment{BinaryAssetsDirectory: c.Assets, ControlPlaneStartTimeout: 2 * time.Minute}
+	env := &envtest.Environment{BinaryAssetsDirectory: c.Assets, ControlPlaneStartTimeout: testenv.ControlPlaneStartTimeout}
 	env.ControlPlane.Etcd = &envtest.Etcd{Out: cpLog, Err: cpLog}
 	env.ControlPlane.APIServer = &envtest.APIServer{Out: cpLog, Err: cpLog}
 	defer func() { // in reverse order of dependence; the logs stay if something failed
@@ -159,7 +159,7 @@ func Run(ctx context.Context, c Config) (res Result, err error) {
 	d.event("redis-server on %s", strings.Join(addrs, ", "))
 	cfg, err := env.Start()
 	if err != nil {
-		return res, fmt.Errorf("demo: start the control plane with the binaries in %s: %w; the end of its log:\n%s", c.Assets, err, tail(cpLog.Name(), 4096))
+		return res, fmt.Errorf("demo: start the control plane with the binaries in %s: %w; the end of its log:\n%s", c.Assets, err, proc.FileTail(cpLog.Name(), 4096))
 	}
 	d.k8s, err = testenv.Client(cfg)
 	if err == nil {
@@ -425,14 +425,4 @@ func pause(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
-}
-
-// tail returns at most the last n bytes of the file at path, or why it
-// could not be read.
-func tail(path string, n int64) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	return string(b[max(0, int64(len(b))-n):])
 }

@@ -9,8 +9,12 @@ import (
 
 // LogTail returns the last n bytes of the process's log, for a failure
 // message; if the log cannot be read, it says why instead.
-func (p *Process) LogTail(n int64) string {
-	f, err := os.Open(p.log)
+func (p *Process) LogTail(n int64) string { return FileTail(p.log, n) }
+
+// FileTail returns the last n bytes of the file at path, for a failure
+// message; if the file cannot be read, it says why instead.
+func FileTail(path string, n int64) string {
+	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Sprintf("(log unreadable: %v)", err)
 	}

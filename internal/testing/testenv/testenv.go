@@ -86,17 +86,19 @@ func Main(root string, env *envtest.Environment, withCRDs bool, run func(cfg *re
 	os.Exit(code)
 }
 
+// ControlPlaneStartTimeout is how long the suites and the demo wait for
+// etcd and kube-apiserver to start: envtest's default of 20 s is less than
+// what a cold, loaded 2-core machine may take.
+const ControlPlaneStartTimeout = 2 * time.Minute
+
 func start(root string, env *envtest.Environment, withCRDs bool, run func(cfg *rest.Config) (int, error)) (int, error) {
 	assets, err := AssetsDir(root)
 	if err != nil {
 		return 0, err
 	}
 	env.BinaryAssetsDirectory = assets
-	// envtest's default of a minute is close to what a cold, loaded 2-core
-	// machine takes to start etcd and kube-apiserver; the e2e suite has
-	// always used two.
 	if env.ControlPlaneStartTimeout == 0 {
-		env.ControlPlaneStartTimeout = 2 * time.Minute
+		env.ControlPlaneStartTimeout = ControlPlaneStartTimeout
 	}
 	if env.ControlPlaneStopTimeout == 0 {
 		env.ControlPlaneStopTimeout = time.Minute

@@ -191,7 +191,7 @@ func innerCalls(s interleavedSample) float64 {
 	var n float64
 	for c, cost := range s.Commands {
 		switch c {
-		case "evalsha", "eval", "hello", "ping", "client", "select":
+		case "evalsha", "eval", "hello", "ping":
 		default:
 			n += cost.CallsPerOp
 		}
