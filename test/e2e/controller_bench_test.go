@@ -193,7 +193,7 @@ func benchScale(t *testing.T, b benchBackend, n int, window time.Duration) bench
 	createAll(t, c, locks)
 
 	metricsAddr, pprofAddr := freeAddr(t), freeAddr(t)
-	cpuBefore := controlPlaneCPU(t)
+	cpuBefore, requestsBefore := controlPlaneCPU(t), readAPIRequests(t, controllerResources)
 	start := time.Now()
 	ctrl := startController(t, nil, "-metrics-bind-address="+metricsAddr, "-pprof-bind-address="+pprofAddr, "-resync="+benchResync.String())
 	// Registered after the controller's own cleanup, so it runs first:
@@ -201,9 +201,13 @@ func benchScale(t *testing.T, b benchBackend, n int, window time.Duration) bench
 	t.Cleanup(func() { deleteBenchLocks(t, c, w, locks) })
 	waitUntil(t, 10*time.Minute, fmt.Sprintf("all %d RedisLocks Ready", n), func() bool { return w.readyCount() == n })
 	ready := time.Since(start)
-	cpu := controlPlaneCPU(t)
-	t.Logf("%d RedisLocks Ready %v after the controller's start; CPU meanwhile: kube-apiserver %.1fs, etcd %.1fs; the controller's counters then (its CPU among them):\n%s",
-		n, ready.Round(time.Millisecond), cpu["kube-apiserver"]-cpuBefore["kube-apiserver"], cpu["etcd"]-cpuBefore["etcd"], controllerCounters(t, metricsAddr))
+	cpu, readyWrites := controlPlaneCPU(t), readAPIRequests(t, controllerResources).sub(requestsBefore).writes()
+	ctrlCPU, err := metricValue(metricsAddr, "process_cpu_seconds_total")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d RedisLocks Ready %v after the controller's start, with %.0f API writes; CPU meanwhile: kube-apiserver %.1fs, etcd %.1fs; the controller's counters then (its CPU among them):\n%s",
+		n, ready.Round(time.Millisecond), readyWrites, cpu["kube-apiserver"]-cpuBefore["kube-apiserver"], cpu["etcd"]-cpuBefore["etcd"], controllerCounters(t, metricsAddr))
 
 	cluster := clusterIDOf(t, apiServer(t))
 	samples := pickSamples(locks, int(float64(handoversPerMinute)*window.Minutes()))
@@ -241,7 +245,11 @@ func benchScale(t *testing.T, b benchBackend, n int, window time.Duration) bench
 		}
 	}
 	return benchresult.ControllerRun{Backend: b.name, Locks: n, ReadySeconds: ready.Seconds(),
-		RSSBytes: mem.rss, PeakRSSBytes: mem.peak, HeapInuseBytes: mem.heap,
+		ReadyAPIWrites:            readyWrites,
+		ReadyAPIServerCPUSeconds:  cpu["kube-apiserver"] - cpuBefore["kube-apiserver"],
+		ReadyEtcdCPUSeconds:       cpu["etcd"] - cpuBefore["etcd"],
+		ReadyControllerCPUSeconds: ctrlCPU,
+		RSSBytes:                  mem.rss, PeakRSSBytes: mem.peak, HeapInuseBytes: mem.heap,
 		IdleAPIPerMinute:     (idle.reads() + idle.writes()) / window.Minutes(),
 		HandoverAPIPerMinute: (loaded.reads() + loaded.writes()) / handoverTook.Minutes(),
 		LagSeconds:           secondsOf(lags)}
@@ -578,9 +586,11 @@ func readMemory(t *testing.T, ctrl *proc.Process, addr string) memory {
 	if m.rss == 0 || m.peak == 0 {
 		t.Fatalf("%s has no VmRSS or VmHWM", status)
 	}
-	if m.heap, err = heapInuse(addr); err != nil {
+	heap, err := metricValue(addr, "go_memstats_heap_inuse_bytes")
+	if err != nil {
 		t.Fatal(err)
 	}
+	m.heap = int64(heap)
 	return m
 }
 
@@ -617,9 +627,8 @@ func heapProfile(t *testing.T, addr string) []byte {
 	return body
 }
 
-// heapInuse reads go_memstats_heap_inuse_bytes from the /metrics at addr.
-func heapInuse(addr string) (int64, error) {
-	const metric = "go_memstats_heap_inuse_bytes"
+// metricValue reads the unlabelled metric from the /metrics at addr.
+func metricValue(addr, metric string) (float64, error) {
 	body, err := getOK(addr, "/metrics")
 	if err != nil {
 		return 0, err
@@ -630,7 +639,7 @@ func heapInuse(addr string) (int64, error) {
 			if err != nil {
 				return 0, fmt.Errorf("%s %q: %w", metric, v, err)
 			}
-			return int64(f), nil
+			return f, nil
 		}
 	}
 	return 0, fmt.Errorf("/metrics at %s has no %s", addr, metric)

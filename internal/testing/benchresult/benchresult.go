@@ -49,15 +49,22 @@ type ControllerScale struct {
 // ControllerRun is one backend and count of RedisLocks of
 // TestControllerBenchmark.
 type ControllerRun struct {
-	Backend              string    `json:"backend"`
-	Locks                int       `json:"locks"`
-	ReadySeconds         float64   `json:"readySeconds"` // from the controller's start
-	RSSBytes             int64     `json:"rssBytes"`     // at the end
-	PeakRSSBytes         int64     `json:"peakRssBytes"`
-	HeapInuseBytes       int64     `json:"heapInuseBytes"`
-	IdleAPIPerMinute     float64   `json:"idleApiPerMinute"`
-	HandoverAPIPerMinute float64   `json:"handoverApiPerMinute"`
-	LagSeconds           []float64 `json:"lagSeconds"` // per handover, in order
+	Backend      string  `json:"backend"`
+	Locks        int     `json:"locks"`
+	ReadySeconds float64 `json:"readySeconds"` // from the controller's start
+	// What the start to Ready cost: the API writes (on the resources the
+	// idle and handover counts cover), and the CPU seconds of
+	// kube-apiserver, etcd and the controller (from its start).
+	ReadyAPIWrites            float64   `json:"readyApiWrites"`
+	ReadyAPIServerCPUSeconds  float64   `json:"readyApiServerCpuSeconds"`
+	ReadyEtcdCPUSeconds       float64   `json:"readyEtcdCpuSeconds"`
+	ReadyControllerCPUSeconds float64   `json:"readyControllerCpuSeconds"`
+	RSSBytes                  int64     `json:"rssBytes"` // at the end
+	PeakRSSBytes              int64     `json:"peakRssBytes"`
+	HeapInuseBytes            int64     `json:"heapInuseBytes"`
+	IdleAPIPerMinute          float64   `json:"idleApiPerMinute"`
+	HandoverAPIPerMinute      float64   `json:"handoverApiPerMinute"`
+	LagSeconds                []float64 `json:"lagSeconds"` // per handover, in order
 }
 
 // HostileTenants is what TestControllerAmongHostileTenants (test/e2e)

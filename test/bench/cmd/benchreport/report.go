@@ -188,7 +188,7 @@ func (rp report) markdown(w *strings.Builder, plots map[string]plotFile) {
 	fmt.Fprintln(w, "\n## The controller at scale")
 	fmt.Fprintln(w)
 	if c := rp.controller; c != nil {
-		writeController(w, c)
+		writeController(w, c, m.cores)
 		img("scale", "Ready time and RSS against the count of RedisLocks")
 	} else {
 		fmt.Fprintln(w, "Not run (no controller.json).")
