@@ -98,7 +98,7 @@ func TestReportHasEverySectionAndPlot(t *testing.T) {
 	}})
 	write("controller.json", controllerScale{Namespaces: 10, Resync: "30s", Window: "60s", HandoversPerMinute: 100, Runs: []controllerRun{
 		{Backend: "single", Locks: 1000, ReadySeconds: 12.5, RSSBytes: 80 << 20, PeakRSSBytes: 90 << 20, HeapInuseBytes: 30 << 20, IdleAPIPerMinute: 2, HandoverAPIPerMinute: 210, LagSeconds: []float64{0.01, 0.02, 0.2}},
-		{Backend: "single", Locks: 10000, ReadySeconds: 50, ReadyAPIWrites: 10000, ReadyAPIServerCPUSeconds: 60, ReadyEtcdCPUSeconds: 8, ReadyControllerCPUSeconds: 12, RSSBytes: 140 << 20, PeakRSSBytes: 160 << 20, HeapInuseBytes: 60 << 20, IdleAPIPerMinute: 20, HandoverAPIPerMinute: 230, LagSeconds: []float64{0.01, 0.02, 0.05}},
+		{Backend: "single", Locks: 10000, ReadySeconds: 50, ReadyAPIWrites: 10040, ReadyAPIServerCPUSeconds: 60, ReadyEtcdCPUSeconds: 8, ReadyControllerCPUSeconds: 12, RSSBytes: 140 << 20, PeakRSSBytes: 160 << 20, HeapInuseBytes: 60 << 20, IdleAPIPerMinute: 20, HandoverAPIPerMinute: 230, LagSeconds: []float64{0.01, 0.02, 0.05}},
 	}})
 	write("hostile.json", hostileTenants{Healthy: 100, BlackHoles: 1000, Handovers: 3, Every: "500ms",
 		QuietLagSeconds: []float64{0.01, 0.02, 0.03}, QuietPeakRSSBytes: 40 << 20,
@@ -177,7 +177,7 @@ func TestReportHasEverySectionAndPlot(t *testing.T) {
 		"| Lease | 20 | – | – | – | 30.0 | 600.0 |",
 		"counted over 60s once a leader settled",
 		"| single | 1000 | 12.5s | 80.0 MiB | 90.0 MiB | 30.0 MiB | 2 | 210 | 20ms | 200ms | 200ms |",
-		"| single | Ready ≤ 60s after a start | 50s | PASS | 10000 API writes (a status for each lock); kube-apiserver ran 60.0s of CPU meanwhile, 6.0ms a write, etcd 8.0s, the controller 12.0s: together 80.0s, ",
+		"| single | Ready ≤ 60s after a start | 50s | PASS | 10040 API writes for 10000 locks; kube-apiserver ran 60.0s of CPU meanwhile, 6.0ms a write, etcd 8.0s, the controller 12.0s: together 80.0s, ",
 		"| single | peak RSS ≤ 150.0 MiB | 160.0 MiB | MISS | – |",
 		"| single | lag p99 ≤ 100ms | 50ms | PASS | – |",
 		"| single | idle API requests ≤ 1000 a minute | 20 | PASS | – |",

@@ -62,16 +62,16 @@ func writeController(w *strings.Builder, c *controllerScale, cores int) {
 	}
 }
 
-// readyBound says what the time to Ready cost the API server, which
-// writes each lock's first status, and the machine: the CPU of
+// readyBound says what the time to Ready cost the API server (each lock
+// needs its first status written) and the machine: the CPU of
 // kube-apiserver, etcd and the controller together, over its cores.
 func readyBound(r controllerRun, cores int) string {
 	if r.ReadyAPIWrites == 0 {
 		return "– (not measured)"
 	}
 	all := r.ReadyAPIServerCPUSeconds + r.ReadyEtcdCPUSeconds + r.ReadyControllerCPUSeconds
-	return fmt.Sprintf("%.0f API writes (a status for each lock); kube-apiserver ran %.1fs of CPU meanwhile, %.1fms a write, etcd %.1fs, the controller %.1fs: together %.1fs, %.1fs over %d cores",
-		r.ReadyAPIWrites, r.ReadyAPIServerCPUSeconds, 1e3*r.ReadyAPIServerCPUSeconds/r.ReadyAPIWrites, r.ReadyEtcdCPUSeconds, r.ReadyControllerCPUSeconds, all, all/float64(cores), cores)
+	return fmt.Sprintf("%.0f API writes for %d locks; kube-apiserver ran %.1fs of CPU meanwhile, %.1fms a write, etcd %.1fs, the controller %.1fs: together %.1fs, %.1fs over %d cores",
+		r.ReadyAPIWrites, r.Locks, r.ReadyAPIServerCPUSeconds, 1e3*r.ReadyAPIServerCPUSeconds/r.ReadyAPIWrites, r.ReadyEtcdCPUSeconds, r.ReadyControllerCPUSeconds, all, all/float64(cores), cores)
 }
 
 // The goals of issue 40 for the controller's other tenants while one
