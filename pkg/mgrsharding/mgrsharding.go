@@ -135,7 +135,7 @@ func (s *Sharding) started(ctx context.Context, sh redislock.Shard) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if ctx.Err() != nil {
-		// Ended before it was recorded; stopped has run or runs next.
+		// Ended before it was recorded: stopped, which runs next, finds none.
 		return
 	}
 	s.terms[sh.Index] = &term{shard: sh, ctx: ctx, idle: make(chan struct{})}

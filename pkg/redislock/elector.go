@@ -21,12 +21,15 @@ type ElectorOptions struct {
 	Timing
 	// OnStartedLeading runs in its own goroutine each time this candidate
 	// becomes leader. Its context is cancelled when leadership ends, no
-	// later than RenewDeadline after the last successful renewal. Required.
+	// later than RenewDeadline after the last successful renewal. It may
+	// do the leader's work itself, until its context ends: the lock is
+	// released only once it has returned. Required.
 	OnStartedLeading func(ctx context.Context, l *Lock)
 	// OnStoppedLeading runs each time leadership ends: after the
-	// leadership context is cancelled and before the lock is released, so
-	// the work it stops has stopped before another candidate can lead. The
-	// release, and so the handover, waits for it to return. Optional.
+	// leadership context is cancelled and that term's OnStartedLeading has
+	// returned, and before the lock is released, so the work it stops has
+	// stopped before another candidate can lead. The release, and so the
+	// handover, waits for it to return. Optional.
 	OnStoppedLeading func()
 	// OnNewLeader runs when the observed leader changes, with its
 	// identity, this candidate's included. Optional.
@@ -151,8 +154,9 @@ func (e *Elector) State() State {
 	return s
 }
 
-// Run campaigns until ctx ends, then releases the lock if it holds it and
-// returns nil. Redis faults do not end it: it logs them and retries after
+// Run campaigns until ctx ends, then releases the lock if it holds it
+// (once OnStartedLeading and OnStoppedLeading have returned) and returns
+// nil. Redis faults do not end it: it logs them and retries after
 // a RenewInterval, jittered by half of it either way. A standby costs about
 // one attempt per TTL while a holder renews, and wakes early only for a
 // holder's release, never for a rival's give-back (E1).
@@ -323,7 +327,11 @@ func (e *Elector) lead(ctx context.Context, l *Lock, campaignLog logr.Logger) bo
 	e.mu.Unlock()
 	log.Info("started leading")
 	e.observe(e.c.opts.Identity)
-	go e.o.OnStartedLeading(held, l)
+	ran := make(chan struct{})
+	go func() {
+		defer close(ran)
+		e.o.OnStartedLeading(held, l)
+	}()
 	e.awaitEnd(held, end)
 	err := stop()
 	if err == nil {
@@ -333,6 +341,8 @@ func (e *Elector) lead(ctx context.Context, l *Lock, campaignLog logr.Logger) bo
 	// Who leads next is unknown until the next attempt observes it.
 	e.lock, e.held, e.leader = nil, nil, ""
 	e.mu.Unlock()
+	// The term's work may be OnStartedLeading itself: it stops first.
+	<-ran
 	log.Info("stopped leading", "reason", fmt.Sprint(err))
 	if e.o.OnStoppedLeading != nil {
 		e.o.OnStoppedLeading()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -89,18 +90,10 @@ func (j *journal) elector(t *testing.T, c *redislock.Client, name string, timing
 func (j *journal) electorWith(t *testing.T, c *redislock.Client, o redislock.ElectorOptions) *redislock.Elector {
 	t.Helper()
 	who := c.Identity()
-	// The Elector runs OnStartedLeading on a goroutine of its own, so a
-	// term that ends at once could record its stop first; each stop waits
-	// for its term's start to be recorded.
-	recorded := make(chan struct{}, 1)
 	o.OnStartedLeading = func(_ context.Context, l *redislock.Lock) {
 		j.add(event{who: who, started: true, fence: l.Fence()})
-		recorded <- struct{}{}
 	}
-	o.OnStoppedLeading = func() {
-		<-recorded
-		j.add(event{who: who})
-	}
+	o.OnStoppedLeading = func() { j.add(event{who: who}) }
 	e, err := c.NewElector(o)
 	if err != nil {
 		t.Fatal(err)
@@ -186,6 +179,59 @@ func TestElectorsHandOverGracefullyOneAtATime(t *testing.T) {
 	// standbys.
 	if worst := handovers[len(handovers)-1]; worst > timing.TTL/2 {
 		t.Fatalf("slowest handover %v: standbys waited for expiry instead of the release message", worst)
+	}
+}
+
+// A leader whose work runs in OnStartedLeading itself keeps the lock until
+// that work returns: after its Run is cancelled, while OnStartedLeading
+// winds down, the lock is still its own, OnStoppedLeading has not run,
+// and Run has not returned; once the work returns, OnStoppedLeading runs
+// and the lock is released.
+func TestElectorReleasesOnlyOnceItsWorkReturned(t *testing.T) {
+	s := redistest.Start(t, redisproc.Options{})
+	ctx := context.Background()
+	timing := redislock.Timing{TTL: time.Minute, RenewInterval: 20 * time.Second, RenewDeadline: 40 * time.Second}
+	windingDown, finish := make(chan struct{}), make(chan struct{})
+	var returned, stoppedAfterReturn atomic.Bool
+	stoppedRan := make(chan struct{})
+	a := clientWith(t, redislock.Options{AssumeDurable: true, Identity: "a", NodeTimeout: 5 * time.Second}, s)
+	e, err := a.NewElector(redislock.ElectorOptions{
+		Name: "work", Timing: timing,
+		OnStartedLeading: func(leading context.Context, _ *redislock.Lock) {
+			<-leading.Done()
+			close(windingDown)
+			<-finish
+			returned.Store(true)
+		},
+		OnStoppedLeading: func() {
+			stoppedAfterReturn.Store(returned.Load())
+			close(stoppedRan)
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := start(e)
+	waitFor(t, 10*time.Second, "a to lead", func() bool { return e.State().Leading })
+	c.cancel()
+	<-windingDown
+	if h, err := a.Inspect(ctx, "work"); err != nil || h.Identity != "a" {
+		t.Fatalf("while a's work winds down the lock is held by %q (error %v); want a", h.Identity, err)
+	}
+	select {
+	case <-stoppedRan:
+		t.Fatal("OnStoppedLeading ran while OnStartedLeading's work was still running")
+	case <-c.done:
+		t.Fatal("Run returned while OnStartedLeading's work was still running")
+	default:
+	}
+	close(finish)
+	<-c.done
+	if !stoppedAfterReturn.Load() {
+		t.Error("OnStoppedLeading ran before OnStartedLeading returned")
+	}
+	if h, err := a.Inspect(ctx, "work"); err != nil || h.Identity != "" {
+		t.Fatalf("after Run returned the lock is held by %q (error %v); want free", h.Identity, err)
 	}
 }
 

@@ -38,12 +38,14 @@ type ShardedOptions struct {
 	// OnStarted runs in its own goroutine each time this candidate gains
 	// a shard. Its context ends when the shard is to move to another
 	// candidate, when it is lost, no later than RenewDeadline after the
-	// last successful renewal, and when Run ends. Required.
+	// last successful renewal, and when Run ends. It may do the shard's
+	// work itself, until its context ends: the shard is given back, and
+	// Run returns, only once it has returned. Required.
 	OnStarted func(ctx context.Context, s Shard)
-	// OnStopped runs each time a shard's context has ended, before the
-	// shard is given back: the handover waits for it to return, so the
-	// work it stops has stopped before another candidate gains the
-	// shard. Optional.
+	// OnStopped runs each time a shard's context has ended, after that
+	// term's OnStarted has returned and before the shard is given back:
+	// the handover waits for it to return, so the work it stops has
+	// stopped before another candidate gains the shard. Optional.
 	OnStopped func(s Shard)
 }
 
@@ -124,8 +126,9 @@ type shardTerm struct {
 	// then.
 	until time.Time
 	lapse clock.Timer
-	// ended says ctx was cancelled and OnStopped runs; stopped that it
-	// returned, and the shard is to be given back. Under Sharded.mu.
+	// ended says ctx was cancelled and OnStarted and OnStopped are to
+	// return; stopped that they have, and the shard is to be given back.
+	// Under Sharded.mu.
 	ended, stopped bool
 }
 
@@ -173,7 +176,8 @@ func (s *Sharded) State() ShardedState {
 }
 
 // Run campaigns until ctx ends, then stops the work of every shard it
-// holds, gives them back with its membership, and returns nil. Redis
+// holds (waiting for OnStarted and OnStopped to return), gives them back
+// with its membership, and returns nil. Redis
 // faults do not end it: it logs them, and tries again after a
 // RenewInterval (jittered) while the shards it holds run until their
 // step-down deadlines. It sends one call per RenewInterval, one more per
@@ -370,13 +374,19 @@ func (s *Sharded) startTerm(ctx context.Context, log logr.Logger, sh Shard, unti
 	})
 	s.terms[sh.Index] = t
 	log.V(1).Info("started shard", "shard", sh.Index, "fence", sh.Fence)
-	go s.o.OnStarted(tctx, sh)
+	ran := make(chan struct{})
+	go func() {
+		defer close(ran)
+		s.o.OnStarted(tctx, sh)
+	}()
 	go func() {
 		<-tctx.Done()
 		t.lapse.Stop()
 		s.mu.Lock()
 		t.ended = true
 		s.mu.Unlock()
+		// The term's work may be OnStarted itself: it stops first.
+		<-ran
 		if s.o.OnStopped != nil {
 			s.o.OnStopped(sh)
 		}

@@ -230,57 +230,81 @@ func TestShardedMovesOnJoinAndLeave(t *testing.T) {
 	}
 }
 
-// A shard goes back only once its work has stopped: while a's OnStopped
-// blocks, the shards to move to b stay a's, however often a is woken (here
-// by release messages published by hand), and b gains them at once when
-// the work stops.
+// A shard goes back only once its work has stopped, whether the work
+// stops in OnStopped or in OnStarted itself: while either blocks, the
+// shards to move to b stay a's, however often a is woken (here by release
+// messages published by hand), OnStopped runs only after OnStarted has
+// returned, and b gains the shards at once when the work stops.
 func TestShardedGivesBackOnlyOnceTheWorkStopped(t *testing.T) {
 	timing := redislock.Timing{TTL: time.Minute, RenewInterval: 20 * time.Second, RenewDeadline: 40 * time.Second}
 	const n = 8
-	srv := redistest.Start(t, redisproc.Options{})
-	ctx := context.Background()
-	admin := redistest.Clients(t, srv)[0]
-	g := newShardLedger()
-	stopping := make(chan struct{})
-	var blocked atomic.Int32
-	a, err := shardedClient(t, redistest.Clients(t, srv)[0], "a", clock.RealClock{}, true).NewSharded(redislock.ShardedOptions{
-		Name: "fleet", Shards: n, Timing: timing,
-		OnStarted: func(_ context.Context, s redislock.Shard) { g.started("a", s) },
-		OnStopped: func(s redislock.Shard) {
-			blocked.Add(1)
-			<-stopping
-			g.stopped("a", s)
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = a.Run(runCtx) }()
-	defer func() { cancel(); <-done }()
-	waitFor(t, 10*time.Second, "a holding every shard", func() bool { _, total := g.counts(); return total == n })
-	b := g.run(t, shardedClient(t, redistest.Clients(t, srv)[0], "b", clock.RealClock{}, true), "b", "fleet", n, timing)
-	waitFor(t, 10*time.Second, "a's work on b's shards to be stopping", func() bool { return blocked.Load() == n/2 })
-	for i := range 3 {
-		before, err := redisstats.Read(ctx, admin)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := admin.Publish(ctx, redislock.EventsChannel("fleet"), "released").Err(); err != nil {
-			t.Fatal(err)
-		}
-		waitFor(t, 10*time.Second, fmt.Sprintf("wake %d's calls", i), func() bool {
-			now, err := redisstats.Read(ctx, admin)
-			return err == nil && now.Sub(before).Scripts() >= 2
+	for _, in := range []string{"OnStopped", "OnStarted"} {
+		t.Run("work stops in "+in, func(t *testing.T) {
+			srv := redistest.Start(t, redisproc.Options{})
+			ctx := context.Background()
+			admin := redistest.Clients(t, srv)[0]
+			g := newShardLedger()
+			stopping := make(chan struct{})
+			var blocked atomic.Int32
+			windDown := func(place string) {
+				if in == place {
+					blocked.Add(1)
+					<-stopping
+				}
+			}
+			var mu sync.Mutex
+			returned := map[redislock.Shard]bool{}
+			a, err := shardedClient(t, redistest.Clients(t, srv)[0], "a", clock.RealClock{}, true).NewSharded(redislock.ShardedOptions{
+				Name: "fleet", Shards: n, Timing: timing,
+				OnStarted: func(ctx context.Context, s redislock.Shard) {
+					g.started("a", s)
+					<-ctx.Done()
+					windDown("OnStarted")
+					mu.Lock()
+					defer mu.Unlock()
+					returned[s] = true
+				},
+				OnStopped: func(s redislock.Shard) {
+					mu.Lock()
+					if !returned[s] {
+						t.Errorf("OnStopped of shard %d ran before its OnStarted returned", s.Index)
+					}
+					mu.Unlock()
+					windDown("OnStopped")
+					g.stopped("a", s)
+				},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			runCtx, cancel := context.WithCancel(ctx)
+			done := make(chan struct{})
+			go func() { defer close(done); _ = a.Run(runCtx) }()
+			defer func() { cancel(); <-done }()
+			waitFor(t, 10*time.Second, "a holding every shard", func() bool { _, total := g.counts(); return total == n })
+			b := g.run(t, shardedClient(t, redistest.Clients(t, srv)[0], "b", clock.RealClock{}, true), "b", "fleet", n, timing)
+			waitFor(t, 10*time.Second, "a's work on b's shards to be stopping", func() bool { return blocked.Load() == n/2 })
+			for i := range 3 {
+				before, err := redisstats.Read(ctx, admin)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := admin.Publish(ctx, redislock.EventsChannel("fleet"), "released").Err(); err != nil {
+					t.Fatal(err)
+				}
+				waitFor(t, 10*time.Second, fmt.Sprintf("wake %d's calls", i), func() bool {
+					now, err := redisstats.Read(ctx, admin)
+					return err == nil && now.Sub(before).Scripts() >= 2
+				})
+			}
+			if held := b.s.State().Held; len(held) != 0 {
+				t.Fatalf("b holds %v while a's work on them is still stopping", held)
+			}
+			close(stopping)
+			waitFor(t, 10*time.Second, "b to gain its shards once a's work stopped", g.balanced(n, map[string]*shardRunner{"a": {s: a}, "b": b}))
+			g.check(t)
 		})
 	}
-	if held := b.s.State().Held; len(held) != 0 {
-		t.Fatalf("b holds %v while a's work on them is still stopping", held)
-	}
-	close(stopping)
-	waitFor(t, 10*time.Second, "b to gain its shards once a's work stopped", g.balanced(n, map[string]*shardRunner{"a": {s: a}, "b": b}))
-	g.check(t)
 }
 
 // A candidate that crashes (its connection to Redis closes) stops
