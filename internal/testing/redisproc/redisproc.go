@@ -153,7 +153,7 @@ func (s *Server) launch(path string) error {
 		args = append(args, "--requirepass", s.opts.Password)
 	}
 	args = append(args, s.opts.Args...)
-	p, err := proc.Start(proc.Options{Name: "redis-server on " + s.Addr, Path: path, Args: args, Log: filepath.Join(s.dir, "redis-server.log")})
+	p, err := proc.Start(proc.Options{Name: "redis-server on " + s.Addr, Path: path, Args: args, Log: s.logPath()})
 	if err != nil {
 		return fmt.Errorf("redisproc: %w", err)
 	}
@@ -196,6 +196,12 @@ func (s *Server) ClientOptions() *redis.Options {
 	}
 	return o
 }
+
+func (s *Server) logPath() string { return filepath.Join(s.dir, "redis-server.log") }
+
+// LogTail returns the last n bytes of the server's log, for a failure
+// message; if the log cannot be read, it says why instead.
+func (s *Server) LogTail(n int64) string { return proc.FileTail(s.logPath(), n) }
 
 // Pid returns the server's process id.
 func (s *Server) Pid() int { return s.p.Pid() }

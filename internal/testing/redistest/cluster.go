@@ -394,7 +394,18 @@ func (c *Cluster) AddReplica(t testing.TB, master *redisproc.Server) *redisproc.
 		return true, nil
 	})
 	if err != nil {
-		t.Fatalf("the added replica %s not online and known to every node within %v: %v\n%s", s.Addr, c.within(), err, clusterState(c.Addrs))
+		t.Fatalf("the added replica %s not online and known to every node within %v: %v\n%s%s%s", s.Addr, c.within(), err, clusterState(c.Addrs), replicationState("master", master), replicationState("added replica", s))
 	}
 	return s
+}
+
+// replicationState is a node's INFO replication and the tail of its log,
+// for a failure message.
+func replicationState(role string, s *redisproc.Server) string {
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true})
+	defer func() { _ = c.Close() }()
+	ctx, cancel := context.WithTimeout(context.Background(), stateTimeout)
+	defer cancel()
+	info, err := c.Info(ctx, "replication").Result()
+	return fmt.Sprintf("%s %s:\n  INFO replication:\n%s  log:\n%s", role, s.Addr, indent(info, err), indent(s.LogTail(4096), nil))
 }

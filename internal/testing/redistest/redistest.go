@@ -487,7 +487,7 @@ func indent(reply string, err error) string {
 	}
 	var b strings.Builder
 	for line := range strings.SplitSeq(strings.TrimSpace(reply), "\n") {
-		b.WriteString("    " + line + "\n")
+		b.WriteString("    " + strings.TrimRight(line, "\r") + "\n")
 	}
 	return b.String()
 }
