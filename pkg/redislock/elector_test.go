@@ -212,9 +212,24 @@ func TestElectorReleasesOnlyOnceItsWorkReturned(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := start(e)
+	defer func() {
+		select {
+		case <-finish:
+		default:
+			close(finish) // a failed assertion lets the work return
+		}
+	}()
+	within := func(ch <-chan struct{}, what string) {
+		t.Helper()
+		select {
+		case <-ch:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("timed out after 10s waiting for %s", what)
+		}
+	}
 	waitFor(t, 10*time.Second, "a to lead", func() bool { return e.State().Leading })
 	c.cancel()
-	<-windingDown
+	within(windingDown, "a's work to wind down")
 	if h, err := a.Inspect(ctx, "work"); err != nil || h.Identity != "a" {
 		t.Fatalf("while a's work winds down the lock is held by %q (error %v); want a", h.Identity, err)
 	}
@@ -226,7 +241,7 @@ func TestElectorReleasesOnlyOnceItsWorkReturned(t *testing.T) {
 	default:
 	}
 	close(finish)
-	<-c.done
+	within(c.done, "a's Run to return once its work returned")
 	if !stoppedAfterReturn.Load() {
 		t.Error("OnStoppedLeading ran before OnStartedLeading returned")
 	}

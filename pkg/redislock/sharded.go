@@ -177,10 +177,9 @@ func (s *Sharded) State() ShardedState {
 
 // Run campaigns until ctx ends, then stops the work of every shard it
 // holds (waiting for OnStarted and OnStopped to return), gives them back
-// with its membership, and returns nil. Redis
-// faults do not end it: it logs them, and tries again after a
-// RenewInterval (jittered) while the shards it holds run until their
-// step-down deadlines. It sends one call per RenewInterval, one more per
+// with its membership, and returns nil. Redis faults do not end it: it
+// logs them, and tries again after a RenewInterval (jittered) while the
+// shards it holds run until their step-down deadlines. It sends one call per RenewInterval, one more per
 // change of the candidates or the shards it waits for (a release wakes
 // it), and one per batch of shards it gives back.
 func (s *Sharded) Run(ctx context.Context) error {

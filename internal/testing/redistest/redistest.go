@@ -392,13 +392,9 @@ func (g *SentinelGroup) state() string {
 		cancel()
 		_ = sc.Close()
 	}
-	for _, s := range append([]*redisproc.Server{g.Master}, g.Replicas...) {
-		c := s.Client()
-		ctx, cancel := context.WithTimeout(context.Background(), stateTimeout)
-		info, err := c.Info(ctx, "replication").Result()
-		cancel()
-		_ = c.Close()
-		fmt.Fprintf(&b, "redis %s: INFO replication: %s\n", s.Addr, oneLine(info, err))
+	b.WriteString(replicationState("master", g.Master))
+	for _, s := range g.Replicas {
+		b.WriteString(replicationState("replica", s))
 	}
 	return b.String()
 }
